@@ -1,0 +1,260 @@
+"""Tool schemas and definitions, and ``define_tool``, the typed way to write one."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel, ValidationError
+
+from ._content import ContentBlock
+from ._errors import ToolArgsError, ToolDefinitionError
+from ._execution import ToolExecution, ToolResult
+from ._schema import SchemaSpec, check_schema_spec, schema_spec_to_json_schema, validate_args
+from ._views import TOOL_KINDS, ToolCallView, ToolKind, ToolResultView
+
+__all__ = [
+    "ExecuteReturn",
+    "ToolDefinition",
+    "ToolOutput",
+    "ToolSchema",
+    "define_tool",
+]
+
+_log = logging.getLogger("dsh_tools")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+M = TypeVar("M", bound=BaseModel)
+A = TypeVar("A")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """``execute``'s full return form: model-facing content plus an opaque presentation ``meta``.
+
+    ``meta`` must be JSON-serializable: it is persisted with the result and handed back to
+    ``present_result``, so a replayed card is identical to the live one.
+    """
+
+    content: Sequence[ContentBlock]
+    meta: Any = None
+
+
+ExecuteReturn = Sequence[ContentBlock] | ToolOutput | str
+"""A list of content blocks, a ``ToolOutput``, or a plain string (one text block)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSchema:
+    """What the model is shown of a tool: name, description and JSON-Schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def _identity(arguments: Any) -> Any:
+    return arguments
+
+
+@dataclass(frozen=True, eq=False)
+class ToolDefinition:
+    """A registered tool: its schema, its body and how it presents itself.
+
+    Build one with ``define_tool`` (typed, validated arguments). Constructing it directly is the
+    raw form for JSON-Schema tools supplied by others (MCP servers): then ``parse_arguments`` is
+    the identity and the tool validates its own input.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    execute: Callable[[Any, ToolExecution], Awaitable[ExecuteReturn]]
+    """Runs the call with the parsed arguments."""
+    present_call: Callable[[Any], ToolCallView | None] | None = None
+    """Pure: the pending card for raw arguments, or ``None`` for the generic one."""
+    present_result: Callable[[Any, ToolResult], ToolResultView | None] | None = None
+    """Pure: the completed card for raw arguments and the result, or ``None``."""
+    kind: ToolKind = "other"
+    read_only: bool = False
+    parallel_safe: bool = False
+    """Whether calls may run concurrently with other parallel-safe calls of the same step."""
+    parse_arguments: Callable[[Any], Any] = field(default=_identity)
+    """Turns raw arguments into what ``execute`` takes; raises ``ToolArgsError`` when invalid."""
+
+    @property
+    def schema(self) -> ToolSchema:
+        """A deep copy of the model-facing schema."""
+        return ToolSchema(self.name, self.description, copy.deepcopy(self.parameters))
+
+    def call_view(self, arguments: Any) -> ToolCallView | None:
+        """``present_call`` made safe for a UI: a raising presenter gives ``None`` and a warning."""
+        if self.present_call is None:
+            return None
+        try:
+            return self.present_call(arguments)
+        except Exception:
+            _log.warning("present_call of tool %r failed; using the generic card", self.name, exc_info=True)
+            return None
+
+    def result_view(self, arguments: Any, result: ToolResult) -> ToolResultView | None:
+        """``present_result`` made safe for a UI: a raising presenter gives ``None`` and a warning."""
+        if self.present_result is None:
+            return None
+        try:
+            return self.present_result(arguments, result)
+        except Exception:
+            _log.warning("present_result of tool %r failed; using the generic card", self.name, exc_info=True)
+            return None
+
+
+def _pydantic_violations(error: ValidationError) -> list[str]:
+    out = []
+    for item in error.errors(include_url=False):
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in item["loc"]).lstrip(".")
+        out.append(f'"{path or "arguments"}": {item["msg"]}')
+    return out
+
+
+def _model_parser(model: type[M]) -> Callable[[Any], M]:
+    def parse(arguments: Any) -> M:
+        if not isinstance(arguments, dict):
+            raise ToolArgsError(['"arguments" must be an object'])
+        try:
+            return model.model_validate(arguments)
+        except ValidationError as error:
+            raise ToolArgsError(_pydantic_violations(error)) from None
+
+    return parse
+
+
+def _spec_parser(spec: SchemaSpec) -> Callable[[Any], dict[str, Any]]:
+    def parse(arguments: Any) -> dict[str, Any]:
+        violations = validate_args(spec, arguments)
+        if violations:
+            raise ToolArgsError(violations)
+        result: dict[str, Any] = arguments
+        return result
+
+    return parse
+
+
+def _soft(name: str, parse: Callable[[Any], A], present: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a presenter so that it never raises: arguments that do not parse (an old log, a bad
+    model) and a presenter that fails both give ``None``, the generic card."""
+
+    def wrapper(arguments: Any, *rest: Any) -> Any:
+        try:
+            parsed = parse(arguments)
+        except ToolArgsError as error:
+            _log.warning("tool %r: not presenting malformed arguments (%s)", name, error)
+            return None
+        try:
+            return present(parsed, *rest)
+        except Exception:
+            _log.warning("a presenter of tool %r failed; using the generic card", name, exc_info=True)
+            return None
+
+    return wrapper
+
+
+@overload
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    parameters: type[M],
+    execute: Callable[[M, ToolExecution], Awaitable[ExecuteReturn]],
+    present_call: Callable[[M], ToolCallView | None] | None = None,
+    present_result: Callable[[M, ToolResult], ToolResultView | None] | None = None,
+    kind: ToolKind = "other",
+    read_only: bool = False,
+    parallel_safe: bool | None = None,
+) -> ToolDefinition: ...
+
+
+@overload
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    parameters: SchemaSpec,
+    execute: Callable[[dict[str, Any], ToolExecution], Awaitable[ExecuteReturn]],
+    present_call: Callable[[dict[str, Any]], ToolCallView | None] | None = None,
+    present_result: Callable[[dict[str, Any], ToolResult], ToolResultView | None] | None = None,
+    kind: ToolKind = "other",
+    read_only: bool = False,
+    parallel_safe: bool | None = None,
+) -> ToolDefinition: ...
+
+
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    parameters: SchemaSpec | type[BaseModel],
+    execute: Callable[[Any, ToolExecution], Awaitable[ExecuteReturn]],
+    present_call: Callable[[Any], ToolCallView | None] | None = None,
+    present_result: Callable[[Any, ToolResult], ToolResultView | None] | None = None,
+    kind: ToolKind = "other",
+    read_only: bool = False,
+    parallel_safe: bool | None = None,
+) -> ToolDefinition:
+    """Define a tool whose arguments are validated before ``execute`` runs.
+
+    ``parameters`` is a ``SchemaSpec`` (``execute`` gets the validated ``dict``) or a pydantic
+    model class (``execute`` gets a validated instance; the JSON Schema is the model's). The
+    schema and validator are built once, here; a malformed definition raises one
+    ``ToolDefinitionError`` listing every problem. ``parallel_safe`` defaults to ``read_only``.
+    The presenters receive the same parsed arguments; they are wrapped so that arguments that
+    do not parse give ``None`` (the generic card) instead of an exception.
+    """
+    problems: list[str] = []
+    if not isinstance(name, str) or not _NAME.match(name):
+        problems.append("name must be 1-64 characters of letters, digits, '_' or '-'")
+    if not isinstance(description, str) or not description.strip():
+        problems.append("description must be a non-empty string")
+    callables: tuple[tuple[str, object, bool], ...] = (
+        ("execute", execute, False),
+        ("present_call", present_call, True),
+        ("present_result", present_result, True),
+    )
+    for label, value, optional in callables:
+        if not callable(value) and not (optional and value is None):
+            problems.append(f"{label} must be callable" + (" or None" if optional else ""))
+    if kind not in TOOL_KINDS:
+        problems.append(f"kind must be one of {list(TOOL_KINDS)}, not {kind!r}")
+
+    parse: Callable[[Any], Any]
+    json_schema: dict[str, Any] = {}
+    if isinstance(parameters, type) and issubclass(parameters, BaseModel):
+        try:
+            json_schema = parameters.model_json_schema()
+        except Exception as error:  # a model pydantic cannot express as JSON Schema
+            problems.append(f"parameters model has no JSON Schema: {error}")
+        parse = _model_parser(parameters)
+    else:
+        spec_problems = check_schema_spec(parameters)
+        problems.extend(f"parameters: {problem}" for problem in spec_problems)
+        if not spec_problems:
+            json_schema = schema_spec_to_json_schema(parameters)
+        parse = _spec_parser(parameters)
+    if problems:
+        raise ToolDefinitionError(str(name), problems)
+
+    return ToolDefinition(
+        name=name,
+        description=description,
+        parameters=json_schema,
+        execute=execute,
+        present_call=None if present_call is None else _soft(name, parse, present_call),
+        present_result=None if present_result is None else _soft(name, parse, present_result),
+        kind=kind,
+        read_only=read_only,
+        parallel_safe=read_only if parallel_safe is None else parallel_safe,
+        parse_arguments=parse,
+    )

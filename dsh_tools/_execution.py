@@ -1,0 +1,193 @@
+"""One tool call on its way through the pipeline, its outcome, and the gate decisions."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from ._content import ContentBlock
+
+__all__ = [
+    "Accept",
+    "Allow",
+    "Approver",
+    "Ask",
+    "Block",
+    "Deny",
+    "DispatchObserver",
+    "PostToolDecision",
+    "PreToolDecision",
+    "ProgressEvent",
+    "ProgressSink",
+    "Services",
+    "TerminalOutput",
+    "ToolErrorInfo",
+    "ToolExecution",
+    "ToolExecutionResult",
+    "ToolResult",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalOutput:
+    """A chunk of a running command's output (decoded text, in order, never repeated)."""
+
+    data: str
+    kind: Literal["terminal_output"] = "terminal_output"
+
+
+ProgressEvent = TerminalOutput
+"""What a running tool can report to whoever called ``execute`` (a union as kinds are added)."""
+
+ProgressSink = Callable[[ProgressEvent], Awaitable[None]]
+"""Receives progress events; awaiting it is the tool's backpressure."""
+
+
+class Services:
+    """A type-keyed map of per-session services a tool may use (a file system, a task table...).
+
+    The harness stays ignorant of what they are: a host registers them, tools look them up by
+    type and fall back to a default when absent.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, *items: object) -> None:
+        self._items: dict[type[Any], object] = {}
+        for item in items:
+            self.add(item)
+
+    def add(self, item: object, *, as_type: type[Any] | None = None) -> None:
+        """Register ``item`` under its own type (or ``as_type``), replacing an earlier one."""
+        self._items[as_type or type(item)] = item
+
+    def get(self, type_: type[T]) -> T | None:
+        """The service registered as ``type_`` (or as a subclass of it), else ``None``."""
+        item = self._items.get(type_)
+        if item is None:
+            for registered in self._items.values():
+                if isinstance(registered, type_):
+                    return registered
+            return None
+        assert isinstance(item, type_)
+        return item
+
+    def __iter__(self) -> Iterator[object]:
+        return iter(self._items.values())
+
+
+@dataclass(frozen=True, slots=True)
+class ToolErrorInfo:
+    """The machine-routable class of a failure: the ``HarnessError``'s ``name`` and ``code``."""
+
+    name: str
+    code: str
+
+
+@dataclass(frozen=True, slots=True)
+class Allow:
+    """Let the call run."""
+
+    kind: Literal["allow"] = "allow"
+
+
+@dataclass(frozen=True, slots=True)
+class Deny:
+    """Refuse the call; the model reads ``Error: <reason>``."""
+
+    reason: str
+    kind: Literal["deny"] = "deny"
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """Ask a person (through the execution's ``approver``); without one this is a deny."""
+
+    reason: str | None = None
+    kind: Literal["ask"] = "ask"
+
+
+PreToolDecision = Allow | Deny | Ask
+
+
+@dataclass(frozen=True, slots=True)
+class Accept:
+    """Keep the result, optionally replacing its content and attaching model context."""
+
+    content: tuple[ContentBlock, ...] | None = None
+    additional_context: str | None = None
+    kind: Literal["accept"] = "accept"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Turn the result into an error whose content is ``feedback``."""
+
+    feedback: str
+    additional_context: str | None = None
+    kind: Literal["block"] = "block"
+
+
+PostToolDecision = Accept | Block
+
+Approver = Callable[["ToolExecution", Ask], Awaitable[Allow | Deny]]
+"""Decides an ``ask``: typically announces the call as pending and waits for a person."""
+
+DispatchObserver = Callable[["ToolExecution"], Awaitable[None]]
+"""Called once the gate let a call through, just before the tool body runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecution:
+    """One pending tool call and the context it runs in.
+
+    Cancellation is structured: cancelling the task that awaits ``ToolRegistry.execute`` cancels
+    the tool body, which must clean up in ``finally`` (or ``except`` + re-raise).
+    """
+
+    call_id: str
+    name: str
+    arguments: Any
+    """The parsed JSON arguments, or the raw string when the model's JSON did not parse."""
+    cwd: str | None = None
+    """The session's working directory: relative paths resolve against it, never the process cwd."""
+    session_id: str | None = None
+    additional_directories: tuple[str, ...] = ()
+    services: Services = field(default_factory=Services)
+    progress: ProgressSink | None = None
+    approver: Approver | None = None
+    on_dispatch: DispatchObserver | None = None
+
+    async def report(self, event: ProgressEvent) -> None:
+        """Send a progress event to the caller (a no-op when nobody listens)."""
+        if self.progress is not None:
+            await self.progress(event)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a result presenter sees: the model-facing content, the error flag, the tool's meta."""
+
+    content: tuple[ContentBlock, ...]
+    is_error: bool = False
+    meta: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecutionResult:
+    """The outcome of one call after the whole pipeline."""
+
+    call_id: str
+    content: tuple[ContentBlock, ...]
+    is_error: bool = False
+    error: ToolErrorInfo | None = None
+    additional_context: str | None = None
+    meta: Any = None
+    """The tool's opaque, JSON-serializable presentation payload (successful calls only)."""
+
+    def as_tool_result(self) -> ToolResult:
+        """The view of this outcome that ``present_result`` receives."""
+        return ToolResult(content=self.content, is_error=self.is_error, meta=self.meta)
