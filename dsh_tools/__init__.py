@@ -66,6 +66,7 @@ from ._schema import (
     schema_spec_to_json_schema,
     validate_args,
 )
+from ._text import bound_text
 from ._views import (
     TOOL_KINDS,
     DiffCallView,
@@ -147,6 +148,7 @@ __all__ = [
     "ToolResult",
     "ToolResultView",
     "ToolSchema",
+    "bound_text",
     "check_schema_spec",
     "define_tool",
     "schema_spec_to_json_schema",

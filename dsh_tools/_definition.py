@@ -42,6 +42,9 @@ class ToolOutput:
 
     content: Sequence[ContentBlock]
     meta: Any = None
+    is_error: bool = False
+    """A failed call that still has something to show (a command that timed out keeps its output
+    and exit status in ``meta``); raise instead when there is nothing but an error message."""
 
 
 ExecuteReturn = Sequence[ContentBlock] | ToolOutput | str

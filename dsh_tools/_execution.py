@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_log = logging.getLogger("dsh_tools")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +77,37 @@ class Services:
         assert isinstance(item, type_)
         return item
 
+    def setdefault(self, type_: type[T], factory: Callable[[], T]) -> T:
+        """The service registered as ``type_``, created with ``factory`` on first use.
+
+        This is how a tool keeps per-session state (files read, background tasks) without the
+        host knowing about it: the host owns one ``Services`` per session and closes it.
+        """
+        item = self.get(type_)
+        if item is None:
+            item = factory()
+            self._items[type_] = item
+        return item
+
     def __iter__(self) -> Iterator[object]:
         return iter(self._items.values())
+
+    async def aclose(self) -> None:
+        """Close every service that has ``aclose()`` or ``close()`` (last added, first closed).
+
+        A failing close is logged and does not stop the others.
+        """
+        for item in reversed(list(self._items.values())):
+            try:
+                aclose = getattr(item, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                    continue
+                close = getattr(item, "close", None)
+                if close is not None:
+                    close()
+            except Exception:
+                _log.exception("closing session service %r failed", item)
 
 
 @dataclass(frozen=True, slots=True)

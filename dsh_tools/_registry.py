@@ -148,7 +148,8 @@ def _normalize(execution: ToolExecution, returned: Any) -> ToolExecutionResult:
             f'tool "{execution.name}" returned {type(returned).__name__}; '
             "expected a list of content blocks, a ToolOutput or a str"
         )
-    return ToolExecutionResult(call_id=execution.call_id, content=content, meta=meta)
+    is_error = isinstance(returned, ToolOutput) and returned.is_error
+    return ToolExecutionResult(call_id=execution.call_id, content=content, is_error=is_error, meta=meta)
 
 
 class ToolRegistry:

@@ -124,6 +124,9 @@ class TerminalResultView(_View):
     output: str | None = None
     exit_code: int | None = None
     signal: str | None = None
+    error: str | None = None
+    """Why the command failed (timed out, cancelled, could not start): a UI shows it as the
+    terminal's last line rather than replacing the terminal."""
 
 
 class DiffResultView(_View):

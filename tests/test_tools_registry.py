@@ -655,3 +655,39 @@ def test_views_are_frozen_and_round_trip_json() -> None:
     assert DiffCallView.model_validate_json(view.model_dump_json()) == view
     with pytest.raises(Exception, match="frozen"):
         view.title = "other"  # type: ignore[misc]
+
+
+async def test_failed_output_keeps_meta() -> None:
+    async def execute(args: Any, execution: ToolExecution) -> ToolOutput:
+        return ToolOutput(content=[text("partial\n[timed out]")], meta={"signal": "SIGTERM"}, is_error=True)
+
+    registry = ToolRegistry()
+    registry.register(define_tool(name="t", description="t", parameters={}, execute=execute))
+    result = await registry.execute(call("t", {}))
+    assert result.is_error
+    assert result.meta == {"signal": "SIGTERM"}
+    assert result.error is None
+
+
+async def test_services_setdefault_and_aclose() -> None:
+    closed: list[str] = []
+
+    class Tasks:
+        async def aclose(self) -> None:
+            closed.append("tasks")
+
+    class Tracker:
+        def close(self) -> None:
+            closed.append("tracker")
+
+    class Broken:
+        def close(self) -> None:
+            raise RuntimeError("cannot close")
+
+    services = Services()
+    tasks = services.setdefault(Tasks, Tasks)
+    assert services.setdefault(Tasks, Tasks) is tasks
+    services.setdefault(Tracker, Tracker)
+    services.setdefault(Broken, Broken)
+    await services.aclose()
+    assert closed == ["tracker", "tasks"]
