@@ -27,7 +27,7 @@ __all__ = [
 
 # defer_build: building validators costs start-up time the editor waits for; build on first use.
 _CONFIG = ConfigDict(
-    frozen=True, alias_generator=to_camel, populate_by_name=True, defer_build=True, extra="forbid"
+    frozen=True, alias_generator=to_camel, populate_by_name=True, defer_build=True, extra="ignore"
 )
 
 

@@ -362,15 +362,24 @@ class ToolRegistry:
             meta=result.meta,
         )
 
-    async def execute_many(self, executions: Sequence[ToolExecution]) -> list[ToolExecutionResult]:
+    async def execute_many(
+        self,
+        executions: Sequence[ToolExecution],
+        *,
+        on_result: Callable[[ToolExecutionResult], Awaitable[None]] | None = None,
+    ) -> list[ToolExecutionResult]:
         """Run a step's calls: consecutive parallel-safe calls run concurrently, every other call
-        alone and in order (so a read after a write sees the write). Results are in call order."""
+        alone and in order (so a read after a write sees the write). Results are in call order;
+        ``on_result`` sees each one as soon as it is ready (so a UI can close that call at once)."""
         import anyio  # the pipeline itself is framework-free; only batching needs a task group
 
         results: list[ToolExecutionResult | None] = [None] * len(executions)
 
         async def run(index: int) -> None:
-            results[index] = await self.execute(executions[index])
+            result = await self.execute(executions[index])
+            results[index] = result
+            if on_result is not None:
+                await on_result(result)
 
         index = 0
         while index < len(executions):

@@ -691,3 +691,29 @@ async def test_services_setdefault_and_aclose() -> None:
     services.setdefault(Broken, Broken)
     await services.aclose()
     assert closed == ["tracker", "tasks"]
+
+
+async def test_execute_many_reports_each_result_when_ready() -> None:
+    order: list[str] = []
+    release = anyio.Event()
+
+    async def slow(args: dict[str, Any], execution: ToolExecution) -> str:
+        with anyio.fail_after(5):
+            await release.wait()
+        order.append("slow done")
+        return "slow"
+
+    async def fast(args: dict[str, Any], execution: ToolExecution) -> str:
+        order.append("fast done")
+        return "fast"
+
+    async def on_result(result: ToolExecutionResult) -> None:
+        order.append(f"result {result.call_id}")
+        release.set()
+
+    registry = ToolRegistry()
+    registry.register(define_tool(name="slow", description="s", parameters={}, execute=slow, read_only=True))
+    registry.register(define_tool(name="fast", description="f", parameters={}, execute=fast, read_only=True))
+    results = await registry.execute_many([call("slow", {}, "s"), call("fast", {}, "f")], on_result=on_result)
+    assert [r.call_id for r in results] == ["s", "f"]
+    assert order == ["fast done", "result f", "slow done", "result s"]

@@ -1,0 +1,144 @@
+"""The ACP agent's front door: method routing, and ``initialize`` answered on the light path.
+
+An editor waits for ``initialize`` before it shows anything, so answering it must not wait for
+pydantic, the tools or the model (DESIGN §6): this module imports none of them. Everything else is
+delegated to ``_protocol.Protocol``, imported on first use (and warmed up in a thread right
+after ``initialize`` so that ``session/new`` does not pay for it either).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from ._config import VERSION, AgentConfig
+from ._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
+
+if TYPE_CHECKING:
+    from ._protocol import Protocol
+
+__all__ = ["PROTOCOL_VERSION", "Agent"]
+
+PROTOCOL_VERSION = 1
+"""The newest (and only) ACP version this agent speaks."""
+
+_log = logging.getLogger("dsh_acp.agent")
+
+_SESSION_METHODS = frozenset(
+    {
+        "authenticate",
+        "session/new",
+        "session/load",
+        "session/resume",
+        "session/list",
+        "session/prompt",
+        "session/close",
+        "session/set_mode",
+        "session/set_config_option",
+    }
+)
+
+
+class Agent:
+    """The ``Dispatcher`` of an ACP agent connection."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.client_capabilities: dict[str, Any] = {}
+        self._connection: Connection | None = None
+        self._protocol: Protocol | None = None
+        self._warming: threading.Thread | None = None
+
+    def attach(self, connection: Connection) -> None:
+        """Give the agent the connection it answers on (the two refer to each other)."""
+        self._connection = connection
+
+    @property
+    def protocol(self) -> Protocol:
+        """The session half of the agent, built on first use."""
+        if self._protocol is None:
+            if self._warming is not None:
+                self._warming.join()
+            from ._protocol import Protocol
+
+            assert self._connection is not None, "attach() a connection first"
+            self._protocol = Protocol(self.config, self._connection, self.client_capabilities)
+        return self._protocol
+
+    # -- Dispatcher -------------------------------------------------------------------------
+
+    def on_request(self, method: str, params: Any, request_id: RequestId) -> Awaitable[Any]:
+        if method == "initialize":
+            return _ready(self._initialize(params))
+        if method in _SESSION_METHODS:
+            return self.protocol.on_request(method, params)
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def on_notification(self, method: str, params: Any) -> Awaitable[None] | None:
+        if method == "session/cancel":
+            self.protocol.cancel(params)
+        return None  # unknown notifications (custom `_x` ones included) are ignored
+
+    async def aclose(self) -> None:
+        """Cancel every turn and release every session (stdin closed, or shutting down)."""
+        if self._protocol is not None:
+            await self._protocol.aclose()
+
+    # -- initialize ---------------------------------------------------------------------------
+
+    def _initialize(self, params: Any) -> dict[str, Any]:
+        if not isinstance(params, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: initialize takes an object")
+        version = params.get("protocolVersion")
+        if type(version) is not int or not 0 <= version <= 65535:
+            raise RpcError(
+                INVALID_PARAMS,
+                "Invalid params: protocolVersion must be an integer from 0 to 65535",
+                {"errors": [{"loc": ["protocolVersion"], "msg": "expected an integer 0-65535"}]},
+            )
+        capabilities = params.get("clientCapabilities")
+        self.client_capabilities.clear()
+        if isinstance(capabilities, dict):
+            self.client_capabilities.update(capabilities)
+        self._warm_up()
+        return {
+            # We speak only version 1: an unknown (newer) version is answered with ours, never echoed.
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": False,
+                "promptCapabilities": {
+                    "image": self.config.model_accepts_images,
+                    "audio": False,
+                    "embeddedContext": True,
+                },
+                "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": {"close": {}, "additionalDirectories": {}},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "dsh-acp", "title": "dsh-acp", "version": VERSION},
+        }
+
+    def _warm_up(self) -> None:
+        """Import the session half in a thread while the editor digests our answer."""
+        if self._protocol is None and self._warming is None:
+            modules = ("dsh_acp._protocol", *self.config.warm_imports)
+            self._warming = threading.Thread(
+                target=_import_modules, args=(modules,), name="dsh-acp-warm-up", daemon=True
+            )
+            self._warming.start()
+
+
+def _import_modules(modules: tuple[str, ...]) -> None:
+    import importlib
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # the real import, on first use, reports it properly
+            _log.debug("warm-up import of %s failed", module, exc_info=True)
+
+
+async def _ready(value: Any) -> Any:
+    return value

@@ -1,0 +1,366 @@
+"""The render bridge: tools' render intents → ACP ``session/update`` payloads.
+
+Pure functions of ``(call | result | output, RenderContext)``: the live run and a replay of the
+session log go through the same code, so a replay leaves the editor exactly where the live run
+left it. The bridge switches on card kinds, never on tool names.
+
+Each function returns the ``update`` object of a ``SessionNotification`` (the caller adds the
+``sessionId``). Wire conventions (DESIGN §3): paths in ``locations`` and ``diff.path`` stay
+absolute; titles show paths inside the session cwd relative to it; a terminal card on a capable
+client carries its output in ``_meta`` and never ``content`` (which would wipe the terminal).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dsh_tools import (
+    ContentBlock,
+    DiffCallView,
+    DiffResultView,
+    FileDiff,
+    GenericCallView,
+    GenericResultView,
+    Location,
+    PlanView,
+    TerminalCallView,
+    TerminalResultView,
+    TextBlock,
+    ToolCallView,
+    ToolKind,
+    ToolResult,
+    ToolResultView,
+    bound_text,
+)
+
+__all__ = [
+    "CallInfo",
+    "RenderContext",
+    "ToolCallStatus",
+    "announce_call",
+    "cancelled_call",
+    "console_fence",
+    "finish_call",
+    "output_chunk",
+    "permission_tool_call",
+    "plan_update",
+    "relativize_title",
+    "status_update",
+    "wire_block",
+]
+
+ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
+TerminalKey = Literal["terminal_output", "terminal_output_delta"]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderContext:
+    """What rendering depends on besides the views: the session cwd and the client's abilities."""
+
+    cwd: str
+    terminal_key: TerminalKey | None = None
+    """The ``_meta`` key for live terminal output, or ``None`` when the client has no terminals."""
+    fallback_head: int = 30 * 1024
+    fallback_tail: int = 30 * 1024
+    """Budget of the fenced console fallback, like the text the model sees."""
+
+    @classmethod
+    def for_client(cls, cwd: str, client_capabilities: Mapping[str, Any] | None) -> RenderContext:
+        """Read the terminal convention off ``initialize``'s ``clientCapabilities._meta``."""
+        meta = (client_capabilities or {}).get("_meta") or {}
+        key: TerminalKey | None = None
+        if isinstance(meta, Mapping):
+            if meta.get("terminal_output_delta") is True:
+                key = "terminal_output_delta"
+            elif meta.get("terminal_output") is True:
+                key = "terminal_output"
+        return cls(cwd=cwd, terminal_key=key)
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """One tool call as the bridge sees it."""
+
+    call_id: str
+    name: str
+    arguments: Any
+    """Parsed JSON arguments, or the model's raw string when they did not parse."""
+    view: ToolCallView | None = None
+    kind: ToolKind = "other"
+    """The tool's declared kind, used by the generic card when the tool has no presenter."""
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the call renders as a terminal."""
+        return isinstance(self.view, TerminalCallView)
+
+
+# -- small pieces ---------------------------------------------------------------------------
+
+_ABS_PATH = re.compile(r"(?<![\w.~/-])/[^\s'\"`()\[\]{}<>,;:]*")
+
+
+def relativize_title(title: str, cwd: str) -> str:
+    """Show absolute paths inside ``cwd`` relative to it; anything else stays as it is.
+
+    ``/w/src/a.py`` with cwd ``/w`` becomes ``src/a.py``; ``/w`` itself becomes ``.``; a sibling
+    such as ``/w2/x`` (which would relativize to ``../w2/x``) stays absolute.
+    """
+    root = cwd.rstrip("/") or "/"
+
+    def replace(match: re.Match[str]) -> str:
+        path = match.group(0)
+        trail = ""
+        while path.endswith((".", "/")) and len(path) > 1 and path != root:
+            # A sentence's full stop or a directory's slash is not part of the comparison.
+            if path.endswith("/") and os.path.normpath(path) == root:
+                break
+            trail, path = path[-1] + trail, path[:-1]
+        normal = os.path.normpath(path)
+        if normal == root:
+            return "." + trail
+        if root == "/" or normal.startswith(root + "/"):
+            return os.path.relpath(normal, root) + trail
+        return match.group(0)
+
+    return _ABS_PATH.sub(replace, title)
+
+
+def wire_block(block: ContentBlock) -> dict[str, Any]:
+    """A content block as an ACP ``ContentBlock`` (camelCase keys, no nulls)."""
+    return block.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _content(blocks: Iterable[ContentBlock]) -> list[dict[str, Any]]:
+    return [{"type": "content", "content": wire_block(block)} for block in blocks]
+
+
+def _diff_blocks(diffs: Iterable[FileDiff]) -> list[dict[str, Any]]:
+    return [{"type": "diff", "path": d.path, "oldText": d.old_text, "newText": d.new_text} for d in diffs]
+
+
+def _locations(locations: Iterable[Location]) -> list[dict[str, Any]]:
+    return [
+        {"path": loc.path} if loc.line is None else {"path": loc.path, "line": loc.line} for loc in locations
+    ]
+
+
+def _diff_locations(diffs: Sequence[FileDiff]) -> list[dict[str, Any]]:
+    return [{"path": path} for path in dict.fromkeys(d.path for d in diffs)]
+
+
+def console_fence(output: str) -> str:
+    """``output`` in a ```` ```console ```` fence longer than any backtick run inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", output)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = output if output.endswith("\n") or not output else output + "\n"
+    return f"{fence}console\n{body}{fence}"
+
+
+def _text_of(blocks: Iterable[ContentBlock]) -> str:
+    return "\n".join(block.text for block in blocks if isinstance(block, TextBlock))
+
+
+def _exit_line(exit_code: int | None, signal: str | None) -> str | None:
+    if signal:
+        return f"Killed by {signal}"
+    if exit_code not in (None, 0):
+        return f"Exit code {exit_code}"
+    return None
+
+
+def _raw_input(info: CallInfo) -> Any:
+    return info.arguments
+
+
+def plan_update(view: PlanView) -> dict[str, Any]:
+    """A plan view as an ACP ``plan`` update: the complete list of entries, every time."""
+    return {
+        "sessionUpdate": "plan",
+        "entries": [{"content": e.content, "priority": e.priority, "status": e.status} for e in view.entries],
+    }
+
+
+# -- the call ------------------------------------------------------------------------------
+
+
+def _call_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
+    view = info.view
+    fields: dict[str, Any] = {"toolCallId": info.call_id}
+    if isinstance(view, TerminalCallView):
+        fields.update(title=view.title, name=info.name, kind="execute")
+        description = [TextBlock(text=view.description)] if view.description else []
+        if ctx.terminal_key is not None:
+            fields["content"] = [
+                *_content(description),
+                {"type": "terminal", "terminalId": info.call_id},
+            ]
+            fields["rawInput"] = view.title
+            fields["_meta"] = {"terminal_info": {"terminal_id": info.call_id, "cwd": view.cwd or ctx.cwd}}
+        else:
+            fields["content"] = _content(description)
+            fields["rawInput"] = view.title
+    elif isinstance(view, DiffCallView):
+        fields.update(
+            title=relativize_title(view.title, ctx.cwd),
+            name=info.name,
+            kind="edit",
+            content=_diff_blocks(view.diffs),
+            locations=_locations(view.locations) if view.locations else _diff_locations(view.diffs),
+        )
+    elif isinstance(view, GenericCallView):
+        fields.update(title=relativize_title(view.title, ctx.cwd), name=info.name, kind=view.kind)
+        if view.raw_input is not None:
+            fields["rawInput"] = view.raw_input
+        fields["content"] = _content(view.content)
+        fields["locations"] = _locations(view.locations)
+    else:  # no presenter, or it declined: the default generic card
+        fields.update(title=info.name, name=info.name, kind=info.kind, rawInput=_raw_input(info))
+    return fields
+
+
+def announce_call(info: CallInfo, status: ToolCallStatus, ctx: RenderContext) -> dict[str, Any]:
+    """The ``tool_call`` that announces a call (``pending`` while a person decides)."""
+    fields = _call_fields(info, ctx)
+    return {"sessionUpdate": "tool_call", **fields, "status": status}
+
+
+def permission_tool_call(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
+    """The ``toolCall`` of ``session/request_permission``: the call's card, so the editor can
+    attach its buttons to what it already shows."""
+    return {**_call_fields(info, ctx), "status": "pending"}
+
+
+def status_update(call_id: str, status: ToolCallStatus) -> dict[str, Any]:
+    """A bare status change (e.g. ``in_progress`` once permission was granted)."""
+    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}
+
+
+def output_chunk(info: CallInfo, data: str, ctx: RenderContext) -> dict[str, Any] | None:
+    """Live terminal output (appended by the client), or ``None`` when it has no terminal."""
+    if ctx.terminal_key is None or not info.is_terminal or not data:
+        return None
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": info.call_id,
+        "_meta": {ctx.terminal_key: {"terminal_id": info.call_id, "data": data}},
+    }
+
+
+# -- the result ----------------------------------------------------------------------------
+
+
+def _terminal_finish(
+    info: CallInfo,
+    result: ToolResult,
+    view: ToolResultView | None,
+    ctx: RenderContext,
+    status: ToolCallStatus,
+    streamed: bool,
+) -> list[dict[str, Any]]:
+    terminal = view if isinstance(view, TerminalResultView) else None
+    exit_code = terminal.exit_code if terminal else None
+    signal = terminal.signal if terminal else None
+    reason: str | None = None
+    if result.is_error:
+        reason = (terminal.error if terminal else None) or (
+            None if terminal and terminal.output is not None else _text_of(result.content)
+        )
+    output = terminal.output if terminal and terminal.output is not None else None
+    if output is None and not result.is_error:
+        output = _text_of(result.content)
+    title = {"title": terminal.title} if terminal and terminal.title else {}
+
+    if ctx.terminal_key is not None:
+        updates: list[dict[str, Any]] = []
+        tail = "" if streamed or not output else output
+        if reason:
+            separator = "\n" if tail and not tail.endswith("\n") else ""
+            tail += f"{separator}[{reason}]\n"
+        chunk = output_chunk(info, tail, ctx)
+        if chunk is not None:
+            updates.append(chunk)
+        updates.append(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": info.call_id,
+                "status": status,
+                **title,
+                "_meta": {
+                    "terminal_exit": {"terminal_id": info.call_id, "exit_code": exit_code, "signal": signal}
+                },
+            }
+        )
+        return updates
+
+    parts: list[str] = []
+    if output:
+        parts.append(console_fence(bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail)))
+    elif not reason:
+        parts.append("(no output)")
+    line = _exit_line(exit_code, signal)
+    if line:
+        parts.append(line)
+    if reason:
+        parts.append(reason)
+    return [
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": info.call_id,
+            "status": status,
+            **title,
+            "content": _content([TextBlock(text="\n\n".join(parts))]),
+        }
+    ]
+
+
+def finish_call(
+    info: CallInfo,
+    result: ToolResult,
+    view: ToolResultView | None,
+    ctx: RenderContext,
+    *,
+    streamed: bool = False,
+) -> list[dict[str, Any]]:
+    """The updates that close a call: ``completed`` or ``failed``, with the result's card.
+
+    ``streamed`` says whether live output already reached the client's terminal (a replay and a
+    tool that does not stream send the output once, here).
+    """
+    status: ToolCallStatus = "failed" if result.is_error else "completed"
+    if isinstance(view, PlanView):
+        return [plan_update(view), status_update(info.call_id, status)]
+    if info.is_terminal:
+        return _terminal_finish(info, result, view, ctx, status, streamed)
+    if isinstance(view, TerminalResultView):  # no terminal was announced: the fenced fallback
+        plain = RenderContext(ctx.cwd, None, ctx.fallback_head, ctx.fallback_tail)
+        return _terminal_finish(info, result, view, plain, status, streamed)
+    update: dict[str, Any] = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": info.call_id,
+        "status": status,
+    }
+    if isinstance(view, DiffResultView):
+        update["content"] = _diff_blocks(view.diffs)
+        if view.locations is not None:
+            update["locations"] = _locations(view.locations)
+    elif isinstance(view, GenericResultView) and view.content is not None:
+        update["content"] = _content(view.content)
+    else:
+        update["content"] = _content(result.content)
+    if view is not None and view.title:
+        update["title"] = relativize_title(view.title, ctx.cwd)
+    return [update]
+
+
+def cancelled_call(info: CallInfo, ctx: RenderContext, *, streamed: bool = False) -> list[dict[str, Any]]:
+    """Close a call the turn's cancellation interrupted: ``failed``; a terminal keeps its output
+    and gets a last line saying why."""
+    if info.is_terminal and ctx.terminal_key is not None:
+        result = ToolResult(content=(TextBlock(text="cancelled"),), is_error=True)
+        return _terminal_finish(info, result, None, ctx, "failed", streamed)
+    return [status_update(info.call_id, "failed")]

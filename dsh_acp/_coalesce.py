@@ -1,0 +1,84 @@
+"""Coalescing a running tool's output into few, bounded updates.
+
+Sending one update per pipe read would flood the editor; re-sending the whole output each time is
+O(n²) (DESIGN §5.3). So output is buffered and flushed when ``max_bytes`` are buffered or
+``max_delay`` after the first unflushed byte, whichever comes first. Each flush sends only what is
+new; ``feed`` waits for a size-triggered flush, which is the backpressure that keeps memory
+bounded when the client reads slowly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import TaskGroup
+
+__all__ = ["CoalescePolicy", "OutputCoalescer"]
+
+
+@dataclass(frozen=True, slots=True)
+class CoalescePolicy:
+    """When to flush. ``max_delay=None`` flushes on size and at the end only, which makes the
+    chunking independent of timing (the golden kit uses it)."""
+
+    max_bytes: int = 64 * 1024
+    max_delay: float | None = 0.05
+
+
+class OutputCoalescer:
+    """Buffers text and hands it to ``flush`` in order, each byte exactly once."""
+
+    def __init__(
+        self, flush: Callable[[str], Awaitable[None]], policy: CoalescePolicy, task_group: TaskGroup
+    ) -> None:
+        self._flush = flush
+        self._policy = policy
+        self._group = task_group
+        self._parts: list[str] = []
+        self._size = 0
+        self._lock = anyio.Lock()
+        self._timer: anyio.CancelScope | None = None
+        self.flushed_any = False
+        self.ends_with_newline = True
+
+    async def feed(self, data: str) -> None:
+        """Add output; may wait for a flush (backpressure)."""
+        if not data:
+            return
+        self._parts.append(data)
+        self._size += len(data)
+        if self._size >= self._policy.max_bytes:
+            await self.flush()
+        elif self._timer is None and self._policy.max_delay is not None:
+            self._timer = anyio.CancelScope()
+            self._group.start_soon(self._flush_later, self._timer, self._policy.max_delay)
+
+    async def _flush_later(self, scope: anyio.CancelScope, delay: float) -> None:
+        with scope:
+            await anyio.sleep(delay)
+        if scope.cancel_called:  # a size flush or the end got there first
+            return
+        if self._timer is scope:
+            self._timer = None  # flush() must not cancel the task it runs in
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Send whatever is buffered now."""
+        async with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not self._parts:
+                return
+            data = "".join(self._parts)
+            self._parts.clear()
+            self._size = 0
+            self.flushed_any = True
+            self.ends_with_newline = data.endswith("\n")
+            await self._flush(data)
+
+    async def aclose(self) -> None:
+        """Flush the rest and stop the timer."""
+        await self.flush()

@@ -1,0 +1,58 @@
+"""The agent's configuration: what the CLI (or a test, or the golden kit) decides.
+
+Kept free of heavy imports: it is built before ``initialize`` is answered.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dsh_tools import ToolDefinition
+
+    from ._model import Model
+
+__all__ = ["AgentConfig", "counter_ids", "random_ids"]
+
+VERSION = "0.1.0"
+
+
+def random_ids() -> Callable[[], str]:
+    """Fresh random ids (the default)."""
+    return lambda: uuid.uuid4().hex
+
+
+def counter_ids(prefix: str) -> Callable[[], str]:
+    """Deterministic ids ``prefix1``, ``prefix2``… (tests and golden fixtures)."""
+    count = 0
+
+    def next_id() -> str:
+        nonlocal count
+        count += 1
+        return f"{prefix}{count}"
+
+    return next_id
+
+
+@dataclass
+class AgentConfig:
+    """Everything that varies between runs is here, so tests can pin it."""
+
+    model: Callable[[], Model] | None = None
+    """Builds one model per session; ``None`` serves without a model (prompts explain how to set one)."""
+    model_accepts_images: bool = False
+    tools: Callable[[], Sequence[ToolDefinition]] | None = None
+    """The process-wide tools, built on first use (not on the path to ``initialize``)."""
+    session_ids: Callable[[], str] = field(default_factory=random_ids)
+    message_ids: Callable[[], str] = field(default_factory=random_ids)
+    max_model_requests: int = 50
+    coalesce_bytes: int = 64 * 1024
+    coalesce_delay: float | None = 0.05
+    force_local_fs: bool = False
+    warm_imports: tuple[str, ...] = ()
+    """Modules to import in the background right after ``initialize`` (what ``tools`` needs)."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Host-specific settings services (e.g. the bash tools' settings), keyed by name."""

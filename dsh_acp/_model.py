@@ -1,0 +1,148 @@
+"""The model seam: the conversation the loop keeps, the request it sends, the events it reads.
+
+Provider-neutral and cheap (plain dataclasses): a real model adapter (OpenAI-compatible HTTP) and
+the scripted model both implement ``Model``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:  # annotations only: the scripted model loads before pydantic is imported
+    from dsh_tools import ContentBlock, ToolSchema
+
+__all__ = [
+    "AssistantMessage",
+    "ContextMessage",
+    "Finish",
+    "FinishReason",
+    "Message",
+    "Model",
+    "ModelEvent",
+    "ModelRequest",
+    "ReasoningDelta",
+    "TextDelta",
+    "ToolCallRequest",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+]
+
+FinishReason = Literal["stop", "tool_calls", "length", "refusal"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the assistant's visible answer."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (shown as a thought)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequest:
+    """A complete tool call: ``arguments`` is the model's JSON text, exactly as sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts the provider reported for one request."""
+
+    input_tokens: int
+    output_tokens: int
+    context_window: int | None = None
+
+    @property
+    def used(self) -> int:
+        """Tokens now in the context: what went in plus what came out."""
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The end of one model response."""
+
+    reason: FinishReason = "stop"
+
+
+ModelEvent = TextDelta | ReasoningDelta | ToolCallRequest | Usage | Finish
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """What the user sent: ACP prompt blocks mapped to content blocks."""
+
+    content: tuple[ContentBlock, ...]
+    role: Literal["user"] = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """One model response: its text, reasoning and tool calls."""
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    role: Literal["assistant"] = "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultMessage:
+    """A tool's result as the model sees it (already within the output budget)."""
+
+    call_id: str
+    name: str
+    content: tuple[ContentBlock, ...]
+    is_error: bool = False
+    role: Literal["tool"] = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextMessage:
+    """Extra context for the model (post-execute ``additional_context``, a summary...)."""
+
+    text: str
+    role: Literal["context"] = "context"
+
+
+Message = UserMessage | AssistantMessage | ToolResultMessage | ContextMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything one model call needs."""
+
+    messages: Sequence[Message]
+    tools: Sequence[ToolSchema]
+    system: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class Model(Protocol):
+    """Streams one response per request. Cancellation of the consuming task stops the stream."""
+
+    @property
+    def name(self) -> str:
+        """A label for logs and pickers (e.g. ``openai:deepseek-chat``)."""
+        ...
+
+    @property
+    def accepts_images(self) -> bool:
+        """Whether ``image`` blocks may be sent (advertised as a prompt capability)."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the response's events, ending with ``Finish``."""
+        ...

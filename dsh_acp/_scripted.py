@@ -1,0 +1,164 @@
+"""The scripted model: a JSON file plays the model, for tests, demos and golden fixtures.
+
+File shape: ``{"turns": [[step, ...], ...]}``. The n-th prompt of a session plays turn n; the
+k-th model call inside it plays step k. The position is read off the conversation itself (user
+messages so far, assistant messages since), so a reloaded session continues where it was.
+
+A step may hold: ``thought`` (str), ``text`` (str or list of chunks), ``tool_calls`` (list of
+``{"id", "name", "arguments"}``, arguments an object or a verbatim string), ``finish``
+(``stop``/``length``/``refusal``), ``usage`` (``{"input", "output"}``), ``delay_ms`` and
+``hang``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+from ._model import (
+    AssistantMessage,
+    Finish,
+    FinishReason,
+    Message,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    Usage,
+    UserMessage,
+)
+
+__all__ = ["ScriptError", "ScriptExhausted", "ScriptedModel"]
+
+_STEP_KEYS = {"thought", "text", "tool_calls", "finish", "usage", "delay_ms", "hang"}
+_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "refusal": "refusal"}
+
+
+class ScriptError(ValueError):
+    """The script file is unreadable or malformed (raised at load, with every problem)."""
+
+
+class ScriptExhausted(RuntimeError):
+    """The conversation went past the end of the script."""
+
+
+def _check_step(step: Any, where: str, problems: list[str]) -> None:
+    if not isinstance(step, dict):
+        problems.append(f"{where} must be an object")
+        return
+    unknown = sorted(set(step) - _STEP_KEYS)
+    if unknown:
+        problems.append(f"{where} has unknown keys {unknown}")
+    text = step.get("text")
+    if text is not None and not (
+        isinstance(text, str) or (isinstance(text, list) and all(isinstance(t, str) for t in text))
+    ):
+        problems.append(f"{where}.text must be a string or a list of strings")
+    if "thought" in step and not isinstance(step["thought"], str):
+        problems.append(f"{where}.thought must be a string")
+    if step.get("finish", "stop") not in _FINISH:
+        problems.append(f"{where}.finish must be one of {sorted(_FINISH)}")
+    delay = step.get("delay_ms", 0)
+    if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
+        problems.append(f"{where}.delay_ms must be a non-negative number")
+    usage = step.get("usage")
+    if usage is not None and not (
+        isinstance(usage, dict) and all(isinstance(usage.get(k), int) for k in ("input", "output"))
+    ):
+        problems.append(f'{where}.usage must be {{"input": int, "output": int}}')
+    for index, call in enumerate(step.get("tool_calls") or ()):
+        spot = f"{where}.tool_calls[{index}]"
+        if not isinstance(call, dict):
+            problems.append(f"{spot} must be an object")
+            continue
+        for key in ("id", "name"):
+            if not isinstance(call.get(key), str) or not call.get(key):
+                problems.append(f"{spot}.{key} must be a non-empty string")
+        if not isinstance(call.get("arguments", {}), dict | str):
+            problems.append(f"{spot}.arguments must be an object or a string")
+
+
+def _position(messages: Sequence[Message]) -> tuple[int, int]:
+    turn = -1
+    step = 0
+    for message in messages:
+        if isinstance(message, UserMessage):
+            turn += 1
+            step = 0
+        elif isinstance(message, AssistantMessage):
+            step += 1
+    return max(turn, 0), step
+
+
+class ScriptedModel:
+    """A ``Model`` that plays a script file (see the module docstring)."""
+
+    accepts_images = True
+
+    def __init__(self, turns: Any, *, source: str = "<script>") -> None:
+        problems: list[str] = []
+        if not isinstance(turns, list):
+            problems.append('"turns" must be a list of turns')
+            turns = []
+        for t, turn in enumerate(turns):
+            if not isinstance(turn, list):
+                problems.append(f"turns[{t}] must be a list of steps")
+                continue
+            for s, step in enumerate(turn):
+                _check_step(step, f"turns[{t}][{s}]", problems)
+        if problems:
+            raise ScriptError(f"script {source} is malformed: " + "; ".join(problems))
+        self._turns = turns
+        self.source = source
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        """Load and check a script file; every problem is reported in one ``ScriptError``."""
+        try:
+            document = orjson.loads(Path(path).read_bytes())
+        except (OSError, orjson.JSONDecodeError) as error:
+            raise ScriptError(f"cannot read script {path}: {error}") from None
+        if not isinstance(document, dict) or "turns" not in document:
+            raise ScriptError(f'script {path} must be a JSON object with a "turns" list')
+        return cls(document["turns"], source=str(path))
+
+    @property
+    def name(self) -> str:
+        return f"script:{self.source}"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        turn_index, step_index = _position(request.messages)
+        if turn_index >= len(self._turns):
+            raise ScriptExhausted(
+                f"script {self.source} has no turn {turn_index + 1} (it has {len(self._turns)})"
+            )
+        turn = self._turns[turn_index]
+        if step_index >= len(turn):
+            raise ScriptExhausted(
+                f"script {self.source} has no step {step_index + 1} in turn {turn_index + 1}"
+                f" (it has {len(turn)})"
+            )
+        step = turn[step_index]
+        if step.get("delay_ms"):
+            await anyio.sleep(step["delay_ms"] / 1000)
+        if step.get("hang"):
+            await anyio.sleep_forever()
+        if "thought" in step:
+            yield ReasoningDelta(step["thought"])
+        text = step.get("text")
+        for chunk in [text] if isinstance(text, str) else text or ():
+            yield TextDelta(chunk)
+        calls = step.get("tool_calls") or ()
+        for call in calls:
+            arguments = call.get("arguments", {})
+            if not isinstance(arguments, str):
+                arguments = orjson.dumps(arguments).decode()
+            yield ToolCallRequest(id=call["id"], name=call["name"], arguments=arguments)
+        if "usage" in step:
+            yield Usage(input_tokens=step["usage"]["input"], output_tokens=step["usage"]["output"])
+        yield Finish("tool_calls" if calls else _FINISH[step.get("finish", "stop")])

@@ -1,0 +1,71 @@
+"""A session's state: where it works, its tools, its conversation, its running turn."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from dsh_tools import Services, ToolRegistry
+
+from ._bridge import RenderContext
+from ._model import Message, Model
+
+__all__ = ["Session", "SessionIO", "Turn"]
+
+
+class Turn:
+    """One running prompt turn. ``cancel`` is synchronous so that ``session/cancel`` acts on a
+    turn registered by the ``session/prompt`` read just before it."""
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.cancel_requested = False
+        self.done = anyio.Event()
+
+    def cancel(self) -> None:
+        """Stop the turn: the prompt will answer ``cancelled``."""
+        self.cancel_requested = True
+        self.scope.cancel()
+
+
+@dataclass(eq=False)
+class SessionIO:
+    """How a session talks to its client: updates out, requests out."""
+
+    notify: Callable[[str, Any], Awaitable[None]]
+    request: Callable[[str, Any], Awaitable[Any]]
+
+
+@dataclass(eq=False)
+class Session:
+    """Everything one ACP session owns."""
+
+    session_id: str
+    cwd: str
+    model: Model | None
+    registry: ToolRegistry
+    """The session's layer over the process-wide tools (MCP tools live here)."""
+    services: Services
+    render: RenderContext
+    io: SessionIO
+    additional_directories: tuple[str, ...] = ()
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    history: list[Message] = field(default_factory=list)
+    turn: Turn | None = None
+    always_allow: set[str] = field(default_factory=set)
+    always_reject: set[str] = field(default_factory=set)
+
+    async def send(self, update: dict[str, Any]) -> None:
+        """Send one ``session/update`` of this session."""
+        await self.io.notify("session/update", {"sessionId": self.session_id, "update": update})
+
+    async def aclose(self) -> None:
+        """Stop the running turn and release what the session's tools hold."""
+        if self.turn is not None:
+            self.turn.cancel()
+        self.registry.close()
+        with anyio.CancelScope(shield=True):
+            await self.services.aclose()

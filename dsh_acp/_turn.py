@@ -1,0 +1,357 @@
+"""The agent loop for one prompt turn: stream the model, run its tool calls, repeat.
+
+Tool calls follow the lifecycle editors expect (DESIGN §3): announced with ``tool_call`` before
+they run — ``pending`` while a person is asked, else ``in_progress`` — live terminal output while
+they run, one final ``completed``/``failed`` update each, and on cancel every open call closed as
+``failed`` before the prompt answers ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import orjson
+from anyio.abc import TaskGroup
+
+from dsh_tools import (
+    Allow,
+    Ask,
+    ContentBlock,
+    Deny,
+    PlanView,
+    TerminalOutput,
+    TextBlock,
+    ToolExecution,
+    ToolExecutionResult,
+    bound_text,
+)
+
+from ._bridge import (
+    CallInfo,
+    ToolCallStatus,
+    announce_call,
+    cancelled_call,
+    finish_call,
+    output_chunk,
+    permission_tool_call,
+    plan_update,
+    status_update,
+)
+from ._coalesce import CoalescePolicy, OutputCoalescer
+from ._connection import RpcError
+from ._model import (
+    AssistantMessage,
+    ContextMessage,
+    Finish,
+    FinishReason,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    ToolResultMessage,
+    Usage,
+)
+from ._session import Session
+
+__all__ = ["LoopSettings", "StopReason", "TurnRunner"]
+
+_log = logging.getLogger("dsh_acp.turn")
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+_STOP: dict[FinishReason, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "end_turn",
+    "length": "max_tokens",
+    "refusal": "refusal",
+}
+
+PERMISSION_OPTIONS = [
+    {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
+    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+    {"optionId": "reject_always", "name": "Always reject", "kind": "reject_always"},
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    """Knobs of the loop; the golden kit pins the ones that vary between runs."""
+
+    max_model_requests: int = 50
+    output_head: int = 32 * 1024
+    output_tail: int = 32 * 1024
+    """The model sees at most this much of each result's text (head and tail, marker between)."""
+    coalesce: CoalescePolicy = field(default_factory=CoalescePolicy)
+    system_prompt: Callable[[Session], str] | None = None
+    new_id: Callable[[], str] | None = None
+    """Message ids; ``None`` uses random UUIDs."""
+
+
+@dataclass(eq=False)
+class _Call:
+    info: CallInfo
+    announced: bool = False
+    finished: bool = False
+    output: OutputCoalescer | None = None
+
+    @property
+    def is_plan(self) -> bool:
+        return isinstance(self.info.view, PlanView)
+
+
+def _parse_arguments(text: str) -> Any:
+    if not text.strip():
+        return {}
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text  # the tool's validation tells the model what was wrong
+
+
+class TurnRunner:
+    """Runs one prompt turn of a session."""
+
+    def __init__(self, session: Session, settings: LoopSettings, new_id: Callable[[], str]) -> None:
+        self.session = session
+        self.settings = settings
+        self._new_id = new_id
+        self._calls: dict[str, _Call] = {}
+        self._group: TaskGroup | None = None
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> StopReason:
+        """Drive the model until it stops asking for tools (or a limit is reached)."""
+        session = self.session
+        if session.model is None:
+            raise RuntimeError("no model")
+        for _ in range(self.settings.max_model_requests):
+            message, finish = await self._model_step()
+            session.history.append(message)
+            if finish in ("length", "refusal") or not message.tool_calls:
+                return _STOP[finish]
+            await self._run_tools(message.tool_calls)
+        return "max_turn_requests"
+
+    async def _model_step(self) -> tuple[AssistantMessage, FinishReason]:
+        session = self.session
+        assert session.model is not None
+        system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
+        request = ModelRequest(
+            messages=list(session.history), tools=session.registry.schemas(), system=system
+        )
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: list[ToolCallRequest] = []
+        finish: FinishReason = "stop"
+        text_id: str | None = None
+        thought_id: str | None = None
+        send = session.send
+        async for event in session.model.stream(request):
+            if type(event) is TextDelta:
+                if text_id is None:
+                    text_id = self._new_id()
+                text.append(event.text)
+                await send(
+                    {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": event.text},
+                        "messageId": text_id,
+                    }
+                )
+            elif type(event) is ReasoningDelta:
+                if thought_id is None:
+                    thought_id = self._new_id()
+                reasoning.append(event.text)
+                await send(
+                    {
+                        "sessionUpdate": "agent_thought_chunk",
+                        "content": {"type": "text", "text": event.text},
+                        "messageId": thought_id,
+                    }
+                )
+            elif type(event) is ToolCallRequest:
+                calls.append(event)
+            elif type(event) is Usage:
+                await self._usage(event)
+            elif type(event) is Finish:
+                finish = event.reason
+        message = AssistantMessage(text="".join(text), reasoning="".join(reasoning), tool_calls=tuple(calls))
+        return message, finish
+
+    async def _usage(self, usage: Usage) -> None:
+        if usage.context_window:
+            await self.session.send(
+                {"sessionUpdate": "usage_update", "used": usage.used, "size": usage.context_window}
+            )
+
+    # -- tools ----------------------------------------------------------------------------
+
+    async def _run_tools(self, requests: Sequence[ToolCallRequest]) -> None:
+        session = self.session
+        executions = []
+        for request in requests:
+            arguments = _parse_arguments(request.arguments)
+            definition = session.registry.get(request.name)
+            view = definition.call_view(arguments) if definition else None
+            info = CallInfo(
+                call_id=request.id,
+                name=request.name,
+                arguments=arguments,
+                view=view,
+                kind=definition.kind if definition else "other",
+            )
+            self._calls[request.id] = _Call(info)
+            executions.append(
+                ToolExecution(
+                    call_id=request.id,
+                    name=request.name,
+                    arguments=arguments,
+                    cwd=session.cwd,
+                    session_id=session.session_id,
+                    additional_directories=session.additional_directories,
+                    services=session.services,
+                    progress=self._progress_sink(request.id),
+                    approver=self._approve,
+                    on_dispatch=self._dispatched,
+                )
+            )
+        async with anyio.create_task_group() as group:
+            self._group = group
+            results = await session.registry.execute_many(executions, on_result=self._finished)
+            group.cancel_scope.cancel()  # only coalescer timers remain, and they have flushed
+        self._group = None
+        session.history.extend(
+            self._model_result(request, result) for request, result in zip(requests, results, strict=True)
+        )
+        context = [result.additional_context for result in results if result.additional_context]
+        if context:
+            session.history.append(ContextMessage("\n\n".join(context)))
+
+    def _model_result(self, request: ToolCallRequest, result: ToolExecutionResult) -> ToolResultMessage:
+        return ToolResultMessage(
+            call_id=request.id,
+            name=request.name,
+            content=_budget(result.content, self.settings.output_head, self.settings.output_tail),
+            is_error=result.is_error,
+        )
+
+    async def _announce(self, call: _Call, status: ToolCallStatus) -> None:
+        call.announced = True
+        if call.is_plan:
+            return  # a plan is shown as the session's plan, not as a tool card
+        await self.session.send(announce_call(call.info, status, self.session.render))
+
+    async def _dispatched(self, execution: ToolExecution) -> None:
+        call = self._calls[execution.call_id]
+        if not call.announced:
+            await self._announce(call, "in_progress")
+        elif not call.is_plan:
+            await self.session.send(status_update(call.info.call_id, "in_progress"))
+        if call.is_plan:
+            assert isinstance(call.info.view, PlanView)
+            await self.session.send(plan_update(call.info.view))
+
+    def _progress_sink(self, call_id: str) -> Callable[[TerminalOutput], Any]:
+        async def sink(event: TerminalOutput) -> None:
+            call = self._calls[call_id]
+            if call.output is None:
+                if self.session.render.terminal_key is None or not call.info.is_terminal:
+                    return  # a client without terminals gets the output once, at the end
+                assert self._group is not None
+                call.output = OutputCoalescer(self._flusher(call), self.settings.coalesce, self._group)
+            await call.output.feed(event.data)
+
+        return sink
+
+    def _flusher(self, call: _Call) -> Callable[[str], Any]:
+        async def flush(data: str) -> None:
+            update = output_chunk(call.info, data, self.session.render)
+            if update is not None:
+                await self.session.send(update)
+
+        return flush
+
+    async def _finished(self, result: ToolExecutionResult) -> None:
+        call = self._calls[result.call_id]
+        if call.output is not None:
+            await call.output.aclose()
+        if not call.announced:
+            await self._announce(call, "pending")  # it never ran: refused before dispatch
+        definition = self.session.registry.get(call.info.name)
+        tool_result = result.as_tool_result()
+        view = definition.result_view(call.info.arguments, tool_result) if definition else None
+        call.finished = True
+        if call.is_plan:
+            if isinstance(view, PlanView) and not result.is_error:
+                await self.session.send(plan_update(view))
+            return
+        for update in finish_call(
+            call.info, tool_result, view, self.session.render, streamed=_streamed(call)
+        ):
+            await self.session.send(update)
+
+    async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
+        session = self.session
+        call = self._calls[execution.call_id]
+        key = call.info.name
+        if key in session.always_allow:
+            return Allow()
+        if key in session.always_reject:
+            return Deny(f"the user rejected every {key} call for this session")
+        await self._announce(call, "pending")
+        params = {
+            "sessionId": session.session_id,
+            "toolCall": permission_tool_call(call.info, session.render),
+            "options": PERMISSION_OPTIONS,
+        }
+        try:
+            response = await session.io.request("session/request_permission", params)
+        except RpcError as error:
+            return Deny(f"the user's client declined to ask for permission ({error.message})")
+        outcome = response.get("outcome") if isinstance(response, dict) else None
+        kind = outcome.get("outcome") if isinstance(outcome, dict) else None
+        if kind == "cancelled":
+            if session.turn is not None:
+                session.turn.cancel()
+            await anyio.lowlevel.checkpoint()  # raises: the turn's scope is cancelled
+            return Deny("the turn was cancelled")
+        option = outcome.get("optionId") if isinstance(outcome, dict) and kind == "selected" else None
+        if option == "allow_always":
+            session.always_allow.add(key)
+        elif option == "reject_always":
+            session.always_reject.add(key)
+        if option in ("allow_once", "allow_always"):
+            return Allow()
+        if option in ("reject_once", "reject_always"):
+            return Deny("the user declined this call; do not retry it unchanged")
+        return Deny(f"the permission answer was not understood ({response!r:.80}); the call was not run")
+
+    # -- cancellation ---------------------------------------------------------------------
+
+    async def close_open_calls(self) -> None:
+        """Close every announced call that has not finished as ``failed`` (after a cancel)."""
+        for call in self._calls.values():
+            if call.announced and not call.finished and not call.is_plan:
+                call.finished = True
+                for update in cancelled_call(call.info, self.session.render, streamed=_streamed(call)):
+                    await self.session.send(update)
+
+
+def _streamed(call: _Call) -> bool:
+    return call.output is not None and call.output.flushed_any
+
+
+def _budget(content: Sequence[ContentBlock], head: int, tail: int) -> tuple[ContentBlock, ...]:
+    """Whatever a tool returned, the model sees at most head + tail bytes of its text."""
+    texts = [block for block in content if isinstance(block, TextBlock)]
+    total = sum(len(block.text) for block in texts)
+    if total <= head + tail and sum(len(block.text.encode()) for block in texts) <= head + tail:
+        return tuple(content)
+    joined = "\n".join(block.text for block in texts)
+    others = [block for block in content if not isinstance(block, TextBlock)]
+    return (TextBlock(text=bound_text(joined, head=head, tail=tail)), *others)

@@ -1,0 +1,285 @@
+"""A scriptable ACP client for tests: drives an agent in memory or as a real subprocess, records
+every line both ways, validates every agent message against the official schema, and answers the
+agent's requests (permissions, files) as told."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import orjson
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+from dsh_acp._config import AgentConfig
+from dsh_acp._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
+from dsh_acp._memory import memory_pipe
+
+from ._schema import AcpSchema
+
+__all__ = ["ZED_CAPABILITIES", "AcpClient", "PermissionAnswer", "WireLine"]
+
+ZED_CAPABILITIES: dict[str, Any] = {
+    "fs": {"readTextFile": True, "writeTextFile": True},
+    "terminal": True,
+    "_meta": {"terminal_output": True, "terminal-auth": True},
+}
+"""What Zed advertises in ``initialize`` (terminal output through ``_meta``)."""
+
+PermissionAnswer = str | Literal["cancelled", "error"]
+"""An option id to select, ``"cancelled"`` (the outcome), or ``"error"`` (answer with an error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WireLine:
+    """One line on the wire: who wrote it and what it said."""
+
+    direction: Literal["client", "agent"]
+    raw: bytes
+    message: Any
+
+
+class _Tee(ByteReceiveStream):
+    def __init__(self, inner: ByteReceiveStream, on_line: Callable[[bytes], None]) -> None:
+        self._inner = inner
+        self._on_line = on_line
+        self._buffer = bytearray()
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = await self._inner.receive(max_bytes)
+        self._buffer += data
+        while (end := self._buffer.find(b"\n")) >= 0:
+            self._on_line(bytes(self._buffer[:end]))
+            del self._buffer[: end + 1]
+        return data
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _TeeSend(ByteSendStream):
+    def __init__(self, inner: ByteSendStream, on_line: Callable[[bytes], None]) -> None:
+        self._inner = inner
+        self._on_line = on_line
+
+    async def send(self, item: bytes) -> None:
+        for line in bytes(item).splitlines():
+            if line.strip():
+                self._on_line(line)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+@dataclass(eq=False)
+class AcpClient:
+    """An ACP client for tests. Build it with ``in_memory`` or ``subprocess``."""
+
+    schema: AcpSchema | None = None
+    permission_answers: deque[PermissionAnswer] = field(default_factory=deque)
+    files: dict[str, str] = field(default_factory=dict)
+    """What ``fs/read_text_file`` answers and ``fs/write_text_file`` changes (the editor's buffers)."""
+    lines: list[WireLine] = field(default_factory=list)
+    agent_requests: list[dict[str, Any]] = field(default_factory=list)
+    on_update: Callable[[dict[str, Any]], None] | None = None
+    on_agent_request: Callable[[str, Any], Awaitable[Any] | None] | None = None
+    """A hook answering agent requests before the defaults (return ``None`` to fall through)."""
+    _connection: Connection | None = None
+    _client_methods: dict[RequestId, str] = field(default_factory=dict)
+    _changed: anyio.Event = field(default_factory=anyio.Event)
+    violations: list[str] = field(default_factory=list)
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def in_memory(
+        cls, config: AgentConfig, *, schema: AcpSchema | None = None, **kwargs: Any
+    ) -> AsyncIterator[AcpClient]:
+        """Run an agent in this process over memory pipes (fast; same wire bytes)."""
+        from dsh_acp._serve import serve
+
+        client = cls(schema=schema, **kwargs)
+        (agent_receive, agent_send), (client_receive, client_send) = memory_pipe()
+        async with anyio.create_task_group() as group:
+            group.start_soon(serve, config, agent_receive, agent_send)
+            async with client._connected(client_receive, client_send):
+                yield client
+            # The client closed its end: the agent must now finish on its own.
+
+    @classmethod
+    @asynccontextmanager
+    async def subprocess(
+        cls,
+        args: Sequence[str],
+        *,
+        schema: AcpSchema | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[AcpClient]:
+        """Launch ``python -m dsh_acp *args`` and talk to it over its real stdio."""
+        client = cls(schema=schema, **kwargs)
+        process = await anyio.open_process(
+            [sys.executable, "-m", "dsh_acp", *args],
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            stderr=None,
+        )
+        assert process.stdout is not None
+        assert process.stdin is not None
+        try:
+            async with client._connected(process.stdout, process.stdin):
+                yield client
+            with anyio.fail_after(10):
+                client.exit_code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+    exit_code: int | None = None
+
+    @asynccontextmanager
+    async def _connected(self, receive: ByteReceiveStream, send: ByteSendStream) -> AsyncIterator[None]:
+        connection = Connection(_Tee(receive, self._agent_line), _TeeSend(send, self._client_line), self)
+        self._connection = connection
+        async with anyio.create_task_group() as group:
+            group.start_soon(connection.serve)
+            try:
+                yield
+            finally:
+                await send.aclose()  # the client ends the agent by closing its stdin
+
+    # -- recording and validation -------------------------------------------------------------
+
+    def _client_line(self, raw: bytes) -> None:
+        message = orjson.loads(raw)
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            self._client_methods[message["id"]] = message["method"]
+        self.lines.append(WireLine("client", raw, message))
+
+    def _agent_line(self, raw: bytes) -> None:
+        message = orjson.loads(raw)
+        self.lines.append(WireLine("agent", raw, message))
+        if self.schema is not None:
+            answered = None
+            if isinstance(message, dict) and "method" not in message:
+                answered = self._client_methods.get(message.get("id"))  # type: ignore[arg-type]
+            try:
+                self.schema.validate_agent_message(message, answered)
+            except AssertionError as error:
+                self.violations.append(str(error))
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    @property
+    def agent_messages(self) -> list[Any]:
+        """Every message the agent wrote, in order."""
+        return [line.message for line in self.lines if line.direction == "agent"]
+
+    def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The ``update`` objects of every ``session/update`` so far (of one session)."""
+        return [
+            m["params"]["update"]
+            for m in self.agent_messages
+            if m.get("method") == "session/update"
+            and (session_id is None or m["params"]["sessionId"] == session_id)
+        ]
+
+    def assert_valid(self) -> None:
+        """Fail if any agent message did not validate against its schema definition."""
+        assert not self.violations, "\n".join(self.violations)
+
+    async def wait_for(self, predicate: Callable[[list[Any]], bool], limit: float = 10) -> None:
+        """Wait (at most ``limit`` seconds) until ``predicate(agent_messages)`` holds."""
+        with anyio.fail_after(limit):
+            while not predicate(self.agent_messages):
+                await self._changed.wait()
+
+    # -- talking ------------------------------------------------------------------------------
+
+    @property
+    def connection(self) -> Connection:
+        assert self._connection is not None
+        return self._connection
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        """Send a request and return its result (``RpcError`` for an error answer)."""
+        return await self.connection.request(method, params)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification."""
+        await self.connection.notify(method, params)
+
+    async def initialize(self, capabilities: Mapping[str, Any] | None = None, version: int = 1) -> Any:
+        """``initialize`` with the given client capabilities."""
+        return await self.request(
+            "initialize",
+            {
+                "protocolVersion": version,
+                "clientCapabilities": dict(capabilities or {}),
+                "clientInfo": {"name": "dsh-acp-test-client", "version": "1"},
+            },
+        )
+
+    async def new_session(self, cwd: str, **extra: Any) -> str:
+        """``session/new``; returns the session id."""
+        result = await self.request("session/new", {"cwd": cwd, "mcpServers": [], **extra})
+        session_id: str = result["sessionId"]
+        return session_id
+
+    async def prompt(self, session_id: str, *blocks: Any) -> Any:
+        """``session/prompt`` with text (``str``) or raw ACP content blocks."""
+        prompt = [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]
+        return await self.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
+
+    async def cancel(self, session_id: str) -> None:
+        """``session/cancel``."""
+        await self.notify("session/cancel", {"sessionId": session_id})
+
+    # -- the agent's requests (Dispatcher) --------------------------------------------------------
+
+    def on_request(self, method: str, params: Any, request_id: RequestId) -> Awaitable[Any]:
+        self.agent_requests.append({"method": method, "params": params})
+        return self._answer(method, params)
+
+    def on_notification(self, method: str, params: Any) -> None:
+        if method == "session/update" and self.on_update is not None:
+            self.on_update(params["update"])
+
+    async def _answer(self, method: str, params: Any) -> Any:
+        if self.on_agent_request is not None:
+            answer = self.on_agent_request(method, params)
+            if answer is not None:
+                return await answer
+        if method == "session/request_permission":
+            if not self.permission_answers:
+                raise RpcError(INVALID_PARAMS, "the test client has no permission answer left")
+            choice = self.permission_answers.popleft()
+            if choice == "error":
+                raise RpcError(-32603, "permission prompt failed")
+            if choice == "cancelled":
+                return {"outcome": {"outcome": "cancelled"}}
+            return {"outcome": {"outcome": "selected", "optionId": choice}}
+        if method == "fs/read_text_file":
+            path = params["path"]
+            if path not in self.files:
+                raise RpcError(-32002, f"Resource not found: {path}")
+            text = self.files[path]
+            line, limit = params.get("line"), params.get("limit")
+            if line or limit:
+                rows = text.splitlines(keepends=True)
+                start = (line or 1) - 1
+                text = "".join(rows[start : start + limit if limit else None])
+            return {"content": text}
+        if method == "fs/write_text_file":
+            self.files[params["path"]] = params["content"]
+            return {}
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
