@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dsh_tools import ToolDefinition
+    from dsh_tools import ToolDefinition, ToolRegistry
 
     from ._model import Model
 
@@ -46,6 +46,8 @@ class AgentConfig:
     model_accepts_images: bool = False
     tools: Callable[[], Sequence[ToolDefinition]] | None = None
     """The process-wide tools, built on first use (not on the path to ``initialize``)."""
+    configure_registry: Callable[[ToolRegistry], None] | None = None
+    """Installs process-wide pipeline listeners (policies) once the tools are registered."""
     session_ids: Callable[[], str] = field(default_factory=random_ids)
     message_ids: Callable[[], str] = field(default_factory=random_ids)
     max_model_requests: int = 50

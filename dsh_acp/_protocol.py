@@ -73,6 +73,8 @@ class Protocol:
         self.tools = ToolRegistry()
         for definition in config.tools() if config.tools else ():
             self.tools.register(definition)
+        if config.configure_registry is not None:
+            config.configure_registry(self.tools)
         self.settings = LoopSettings(
             max_model_requests=config.max_model_requests,
             coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),

@@ -338,6 +338,8 @@ class TurnRunner:
         for call in self._calls.values():
             if call.announced and not call.finished and not call.is_plan:
                 call.finished = True
+                if call.output is not None:
+                    await call.output.aclose()  # what the tool printed before the cancel still shows
                 for update in cancelled_call(call.info, self.session.render, streamed=_streamed(call)):
                     await self.session.send(update)
 

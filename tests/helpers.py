@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from dsh_acp._config import AgentConfig, counter_ids
+from dsh_acp._model import ModelEvent, ModelRequest
 from dsh_acp._scripted import ScriptedModel
 from dsh_tools import ToolDefinition
 
@@ -27,3 +28,40 @@ def scripted(
     for key, value in overrides.items():
         setattr(config, key, value)
     return config
+
+
+class RecordingModel:
+    """Wraps a model and keeps every request it was sent (what the model saw)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def accepts_images(self) -> bool:
+        return bool(self.inner.accepts_images)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests.append(request)
+        stream: AsyncIterator[ModelEvent] = self.inner.stream(request)
+        return stream
+
+
+def recorded(
+    turns: list[list[dict[str, Any]]], tools: Sequence[ToolDefinition] = (), **overrides: Any
+) -> tuple[AgentConfig, list[RecordingModel]]:
+    """Like ``scripted``, also returning the list of models built (one per session)."""
+    models: list[RecordingModel] = []
+
+    def build() -> RecordingModel:
+        model = RecordingModel(ScriptedModel(turns, source="test-script"))
+        models.append(model)
+        return model
+
+    config = scripted(turns, tools, **overrides)
+    config.model = build  # type: ignore[assignment]
+    return config, models

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 from helpers import scripted
 
+from dsh_acp._config import AgentConfig
 from dsh_acp._connection import RpcError
 from dsh_acp.testing import AcpClient, AcpSchema
 
@@ -48,4 +50,264 @@ async def test_prompt_streams_thought_and_text_with_message_ids(acp_schema: AcpS
         assert texts == ["thinking", "Hello", ", world"]
         ids = [u["messageId"] for u in client.updates(sid)]
         assert ids[1] == ids[2] != ids[0]
+    client.assert_valid()
+
+
+async def test_no_model_explains_how_to_configure(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    async with AcpClient.in_memory(AgentConfig(), schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        assert await client.prompt(sid, "hello?") == {"stopReason": "end_turn"}
+        (update,) = client.updates(sid)
+        assert update["sessionUpdate"] == "agent_message_chunk"
+        assert "--model" in update["content"]["text"]
+    client.assert_valid()
+
+
+@pytest.mark.parametrize(
+    ("params", "code", "message"),
+    [
+        (
+            {"cwd": "relative/path", "mcpServers": []},
+            -32602,
+            "Invalid params: cwd: Value error, must be an absolute path",
+        ),
+        ({"mcpServers": []}, -32602, "Invalid params: cwd: Field required"),
+        ({"cwd": 3, "mcpServers": []}, -32602, "Invalid params: cwd: Input should be a valid string"),
+        (
+            {"cwd": "/tmp", "mcpServers": [], "additionalDirectories": ["x"]},
+            -32602,
+            "Invalid params: additionalDirectories.0: Value error, must be an absolute path, not 'x'",
+        ),
+    ],
+)
+async def test_new_session_validation(acp_schema: AcpSchema, params: Any, code: int, message: str) -> None:
+    async with AcpClient.in_memory(scripted([]), schema=acp_schema) as client:
+        await client.initialize()
+        with pytest.raises(RpcError) as info:
+            await client.request("session/new", params)
+        assert info.value.code == code
+        assert str(info.value.message).startswith(message)
+        assert "\n" not in info.value.message
+        assert info.value.data["errors"]
+    client.assert_valid()
+
+
+async def test_session_ids_are_distinct_and_sessions_interleave(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    config = scripted([[{"text": "first", "delay_ms": 30}], [{"text": "second"}]])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        a = await client.new_session(str(tmp_path))
+        b = await client.new_session(str(tmp_path))
+        assert a != b
+        assert a
+        results: dict[str, Any] = {}
+
+        async def prompt(sid: str) -> None:
+            results[sid] = await client.prompt(sid, "go")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(prompt, a)
+            group.start_soon(prompt, b)
+        assert results == {a: {"stopReason": "end_turn"}, b: {"stopReason": "end_turn"}}
+        assert [u["content"]["text"] for u in client.updates(a)] == ["first"]
+        assert [u["content"]["text"] for u in client.updates(b)] == [
+            "first"
+        ]  # each session has its own script
+    client.assert_valid()
+
+
+async def test_unknown_session_is_resource_not_found(acp_schema: AcpSchema) -> None:
+    async with AcpClient.in_memory(scripted([]), schema=acp_schema) as client:
+        await client.initialize()
+        for method in ("session/prompt", "session/close"):
+            with pytest.raises(RpcError) as info:
+                await client.request(method, {"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]})
+            assert info.value.code == -32002
+            assert info.value.message == 'Resource not found: session "nope"'
+    client.assert_valid()
+
+
+async def test_prompt_errors(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    config = scripted([[{"hang": True}]], model_accepts_images=False)
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        with pytest.raises(RpcError, match="prompt is empty") as info:
+            await client.request("session/prompt", {"sessionId": sid, "prompt": []})
+        assert info.value.code == -32602
+        image = {"type": "image", "data": "AAAA", "mimeType": "image/png"}
+        with pytest.raises(RpcError, match="does not take images"):
+            await client.prompt(sid, image)
+        audio = {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}
+        with pytest.raises(RpcError, match="audio"):
+            await client.prompt(sid, audio)
+        with pytest.raises(RpcError, match=r"Invalid params: prompt\.0"):
+            await client.prompt(sid, {"type": "video"})
+
+        async def first() -> None:
+            assert await client.prompt(sid, "hang") == {"stopReason": "cancelled"}
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            await anyio.wait_all_tasks_blocked()
+            with pytest.raises(RpcError, match="already running a prompt") as info:
+                await client.prompt(sid, "again")
+            assert info.value.code == -32602
+            await client.cancel(sid)
+    client.assert_valid()
+
+
+@pytest.mark.parametrize("step", [{"hang": True}, {"delay_ms": 60_000, "text": "late"}])
+async def test_cancel_answers_cancelled_and_nothing_follows(
+    acp_schema: AcpSchema, tmp_path: Any, step: dict[str, Any]
+) -> None:
+    config = scripted([[step]])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        result: dict[str, Any] = {}
+
+        async def run() -> None:
+            result.update(await client.prompt(sid, "go"))
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                await anyio.wait_all_tasks_blocked()
+                await client.cancel(sid)
+        assert result == {"stopReason": "cancelled"}
+        answered_at = len(client.agent_messages)
+        await client.initialize()  # a round trip: anything the turn still sent would be here
+        later = client.agent_messages[answered_at:]
+        assert [m.get("method") for m in later] == [None]
+    client.assert_valid()
+
+
+async def test_cancel_request_cancels_the_handler(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    config = scripted([[{"hang": True}], [{"text": "free again"}]])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        errors: list[RpcError] = []
+
+        async def run() -> None:
+            try:
+                await client.prompt(sid, "go")
+            except RpcError as error:
+                errors.append(error)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                await anyio.wait_all_tasks_blocked()
+                prompt_id = next(
+                    line.message["id"]
+                    for line in client.lines
+                    if line.direction == "client" and line.message.get("method") == "session/prompt"
+                )
+                await client.notify("$/cancel_request", {"requestId": prompt_id})
+        assert [e.code for e in errors] == [-32800]
+        assert await client.prompt(sid, "next") == {"stopReason": "end_turn"}
+    client.assert_valid()
+
+
+async def test_close_session_cancels_its_prompt(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    config = scripted([[{"hang": True}]])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        results: list[Any] = []
+
+        async def run() -> None:
+            results.append(await client.prompt(sid, "go"))
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                await anyio.wait_all_tasks_blocked()
+                assert await client.request("session/close", {"sessionId": sid}) == {}
+        assert results == [{"stopReason": "cancelled"}]
+        with pytest.raises(RpcError) as info:
+            await client.prompt(sid, "again")
+        assert info.value.code == -32002
+    client.assert_valid()
+
+
+@pytest.mark.parametrize(
+    ("step", "stop"),
+    [({"text": "cut", "finish": "length"}, "max_tokens"), ({"text": "no", "finish": "refusal"}, "refusal")],
+)
+async def test_finish_reasons(acp_schema: AcpSchema, tmp_path: Any, step: dict[str, Any], stop: str) -> None:
+    async with AcpClient.in_memory(scripted([[step]]), schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        assert await client.prompt(sid, "go") == {"stopReason": stop}
+    client.assert_valid()
+
+
+async def test_max_turn_requests(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    steps = [{"tool_calls": [{"id": f"c{i}", "name": "missing_tool", "arguments": {}}]} for i in range(3)]
+    config = scripted([steps], max_model_requests=2)
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        assert await client.prompt(sid, "go") == {"stopReason": "max_turn_requests"}
+        ids = {u["toolCallId"] for u in client.updates(sid)}
+        assert ids == {"c0", "c1"}
+    client.assert_valid()
+
+
+async def test_script_exhausted_is_a_one_line_internal_error(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    async with AcpClient.in_memory(scripted([[{"text": "only turn"}]]), schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        await client.prompt(sid, "one")
+        with pytest.raises(RpcError) as info:
+            await client.prompt(sid, "two")
+        assert info.value.code == -32603
+        assert info.value.message == "script test-script has no turn 2 (it has 1)"
+        # The session survives: a third prompt is answered (with the same error, not a hang).
+        with pytest.raises(RpcError):
+            await client.prompt(sid, "three")
+    client.assert_valid()
+
+
+async def test_prompt_accepts_resource_links_and_embedded_resources(
+    acp_schema: AcpSchema, tmp_path: Any
+) -> None:
+    async with AcpClient.in_memory(scripted([[{"text": "ok"}]]), schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        link = {"type": "resource_link", "uri": "file:///w/a.py", "name": "a.py"}
+        embedded = {
+            "type": "resource",
+            "resource": {"uri": "file:///w/b.py", "text": "print(1)", "mimeType": "text/x-python"},
+        }
+        assert await client.prompt(sid, "look", link, embedded) == {"stopReason": "end_turn"}
+    client.assert_valid()
+
+
+async def test_unknown_methods(acp_schema: AcpSchema) -> None:
+    async with AcpClient.in_memory(scripted([]), schema=acp_schema) as client:
+        await client.initialize()
+        for method in ("session/unknown", "_vendor/thing"):
+            with pytest.raises(RpcError) as info:
+                await client.request(method, {})
+            assert info.value.code == -32601
+        await client.notify("_vendor/ping", {})
+        await client.notify("session/unknown", {})
+        count = len(client.agent_messages)
+        await client.initialize()
+        assert len(client.agent_messages) == count + 1  # notifications were never answered
+    client.assert_valid()
+
+
+async def test_authenticate_without_methods(acp_schema: AcpSchema) -> None:
+    async with AcpClient.in_memory(scripted([]), schema=acp_schema) as client:
+        await client.initialize()
+        with pytest.raises(RpcError) as info:
+            await client.request("authenticate", {"methodId": "api-key"})
+        assert info.value.code == -32602
+        assert info.value.message == 'Invalid params: unknown auth method "api-key"'
     client.assert_valid()

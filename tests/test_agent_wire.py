@@ -1,0 +1,253 @@
+"""The real ``dsh-acp`` process over its real stdio: garbage in, clear answers out, still serving.
+
+Also the public conformance kit's mandatory v1 requirements that need the true wire: every stdout
+line one JSON-RPC message in valid UTF-8, ids echoed, notifications never answered, exit on stdin
+close.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from anyio.abc import Process
+
+from dsh_acp.testing import AcpSchema
+
+pytestmark = pytest.mark.anyio
+
+INIT = {"jsonrpc": "2.0", "id": "probe", "method": "initialize", "params": {"protocolVersion": 1}}
+
+
+class Wire:
+    """Raw lines to and from a real agent process."""
+
+    def __init__(self, process: Process, schema: AcpSchema) -> None:
+        self.process = process
+        self.schema = schema
+        self.buffer = b""
+        self.methods: dict[Any, str] = {}
+
+    async def send_raw(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(data)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if "id" in message and "method" in message:
+            self.methods[message["id"]] = message["method"]
+        await self.send_raw(orjson.dumps(message) + b"\n")
+
+    async def line(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        with anyio.fail_after(10):
+            while b"\n" not in self.buffer:
+                self.buffer += await self.process.stdout.receive()
+        raw, self.buffer = self.buffer.split(b"\n", 1)
+        raw.decode("utf-8")  # valid UTF-8, or this raises
+        message: dict[str, Any] = json.loads(raw)
+        answered = self.methods.get(message.get("id")) if "method" not in message else None
+        self.schema.validate_agent_message(message, answered)
+        return message
+
+
+@pytest.fixture
+async def wire(acp_schema: AcpSchema, tmp_path: Path) -> Any:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [[{"text": "hi"}]] * 5}))
+    process = await anyio.open_process(
+        [sys.executable, "-m", "dsh_acp", "--model", f"script:{script}", "--max-message-bytes", "4096"],
+        stderr=None,
+    )
+    async with process:
+        yield Wire(process, acp_schema)
+        if process.returncode is None:
+            process.kill()
+
+
+BIG = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"' + b"x" * 10_000 + b'"}}\n'
+
+# (raw input, expected answer: (id, code) or None for no answer)
+MALFORMED: list[tuple[str, bytes, tuple[Any, int] | None]] = [
+    ("not json", b"this is not json\n", (None, -32700)),
+    ("truncated json", b'{"jsonrpc":"2.0","id":1,\n', (None, -32700)),
+    ("invalid utf-8", b'{"jsonrpc":"2.0","id":1,"method":"\xff\xfe"}\n', (None, -32700)),
+    ("a number", b"42\n", (None, -32600)),
+    ("a string", b'"hello"\n', (None, -32600)),
+    ("null", b"null\n", (None, -32600)),
+    ("empty batch", b"[]\n", (None, -32600)),
+    (
+        "batch",
+        b'[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}]\n',
+        (None, -32600),
+    ),
+    ("missing jsonrpc", b'{"id":7,"method":"initialize","params":{"protocolVersion":1}}\n', (7, -32600)),
+    ("wrong jsonrpc", b'{"jsonrpc":"1.0","id":8,"method":"initialize"}\n', (8, -32600)),
+    ("float id", b'{"jsonrpc":"2.0","id":1.5,"method":"initialize"}\n', (None, -32600)),
+    ("bool id", b'{"jsonrpc":"2.0","id":true,"method":"initialize"}\n', (None, -32600)),
+    ("object id", b'{"jsonrpc":"2.0","id":{},"method":"initialize"}\n', (None, -32600)),
+    ("method not a string", b'{"jsonrpc":"2.0","id":9,"method":5}\n', (9, -32600)),
+    ("params a string", b'{"jsonrpc":"2.0","id":10,"method":"initialize","params":"x"}\n', (10, -32600)),
+    ("neither request nor response", b'{"jsonrpc":"2.0","id":11}\n', (11, -32600)),
+    ("unknown method", b'{"jsonrpc":"2.0","id":12,"method":"nope/nope"}\n', (12, -32601)),
+    ("unknown extension request", b'{"jsonrpc":"2.0","id":13,"method":"_x/y","params":{}}\n', (13, -32601)),
+    ("unknown notification", b'{"jsonrpc":"2.0","method":"nope/nope"}\n', None),
+    ("unknown extension notification", b'{"jsonrpc":"2.0","method":"_x/y","params":{}}\n', None),
+    ("response to unknown id", b'{"jsonrpc":"2.0","id":99,"result":{}}\n', None),
+    ("error response to unknown id", b'{"jsonrpc":"2.0","id":98,"error":{"code":1,"message":"x"}}\n', None),
+    (
+        "initialize without version",
+        b'{"jsonrpc":"2.0","id":14,"method":"initialize","params":{}}\n',
+        (14, -32602),
+    ),
+    (
+        "initialize with string version",
+        b'{"jsonrpc":"2.0","id":15,"method":"initialize","params":{"protocolVersion":"1"}}\n',
+        (15, -32602),
+    ),
+    (
+        "session/new without cwd",
+        b'{"jsonrpc":"2.0","id":16,"method":"session/new","params":{"mcpServers":[]}}\n',
+        (16, -32602),
+    ),
+    (
+        "session/new relative cwd",
+        b'{"jsonrpc":"2.0","id":17,"method":"session/new","params":{"cwd":"x","mcpServers":[]}}\n',
+        (17, -32602),
+    ),
+    (
+        "prompt unknown session",
+        b'{"jsonrpc":"2.0","id":18,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}\n',
+        (18, -32002),
+    ),
+    ("prompt missing params", b'{"jsonrpc":"2.0","id":19,"method":"session/prompt"}\n', (19, -32602)),
+    (
+        "cancel unknown session (notification)",
+        b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}\n',
+        None,
+    ),
+    ("cancel with garbage params", b'{"jsonrpc":"2.0","method":"session/cancel","params":[1,2]}\n', None),
+    (
+        "$/cancel_request for nothing",
+        b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":5}}\n',
+        None,
+    ),
+    ("oversize line", BIG, (None, -32600)),
+    ("blank lines", b"\n\r\n   \n", None),
+    ("CRLF request", b'{"jsonrpc":"2.0","id":20,"method":"nope"}\r\n', (20, -32601)),
+]
+
+
+async def test_malformed_input_table(wire: Wire) -> None:
+    assert len(MALFORMED) >= 25
+    for label, raw, expected in MALFORMED:
+        await wire.send_raw(raw)
+        await wire.send(INIT)
+        first = await wire.line()
+        if expected is None:
+            assert first.get("id") == "probe", f"{label}: unexpected answer {first}"
+            assert "result" in first, label
+            continue
+        expected_id, code = expected
+        assert first.get("id") == expected_id, f"{label}: {first}"
+        assert first["error"]["code"] == code, f"{label}: {first}"
+        assert "\n" not in first["error"]["message"], label
+        probe = await wire.line()
+        assert probe.get("id") == "probe", f"{label}: agent stopped serving: {probe}"
+        assert "result" in probe, f"{label}: agent stopped serving: {probe}"
+
+
+async def test_ids_are_echoed_and_the_agent_exits_on_eof(wire: Wire, tmp_path: Path) -> None:
+    await wire.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    assert (await wire.line())["id"] == 0
+    await wire.send(
+        {"jsonrpc": "2.0", "id": "str-id", "method": "initialize", "params": {"protocolVersion": 1}}
+    )
+    assert (await wire.line())["id"] == "str-id"
+    await wire.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/new",
+            "params": {"cwd": str(tmp_path), "mcpServers": []},
+        }
+    )
+    sid = (await wire.line())["result"]["sessionId"]
+    await wire.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
+        }
+    )
+    update = await wire.line()
+    assert update["method"] == "session/update"
+    assert update["params"]["sessionId"] == sid
+    assert (await wire.line()) == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    assert wire.process.stdin is not None
+    started = time.monotonic()
+    await wire.process.stdin.aclose()
+    with anyio.fail_after(5):
+        code = await wire.process.wait()
+    assert code == 0
+    assert time.monotonic() - started < 1.0
+
+
+async def test_eof_during_a_running_turn_exits_promptly(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [[{"hang": True}]]}))
+    process = await anyio.open_process(
+        [sys.executable, "-m", "dsh_acp", "--model", f"script:{script}"], stderr=None
+    )
+    async with process:
+        wire = Wire(process, acp_schema)
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "session/new",
+                "params": {"cwd": str(tmp_path), "mcpServers": []},
+            }
+        )
+        sid = (await wire.line())["result"]["sessionId"]
+        await wire.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]},
+            }
+        )
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        started = time.monotonic()
+        with anyio.fail_after(5):
+            assert await process.wait() == 0
+        assert time.monotonic() - started < 1.0
+
+
+def test_cli_version_and_bad_script(tmp_path: Path) -> None:
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "dsh_acp", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("dsh-acp ")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"turns": [[{"text": 3}]]}')
+    run = subprocess.run(
+        [sys.executable, "-m", "dsh_acp", "--model", f"script:{bad}"],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+    )
+    assert run.returncode == 2
+    assert "turns[0][0].text must be a string or a list of strings" in run.stderr
+    assert run.stdout == ""

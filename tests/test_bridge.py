@@ -1,0 +1,338 @@
+"""The render bridge's mapping table, case by case (pure functions, no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dsh_acp._bridge import (
+    CallInfo,
+    RenderContext,
+    announce_call,
+    cancelled_call,
+    console_fence,
+    finish_call,
+    output_chunk,
+    permission_tool_call,
+    relativize_title,
+)
+from dsh_tools import (
+    DiffCallView,
+    DiffResultView,
+    FileDiff,
+    GenericCallView,
+    GenericResultView,
+    Location,
+    PlanEntry,
+    PlanView,
+    TerminalCallView,
+    TerminalResultView,
+    ToolResult,
+    text,
+)
+
+CWD = "/work/project"
+TERMINAL = RenderContext(CWD, "terminal_output")
+DELTA = RenderContext(CWD, "terminal_output_delta")
+PLAIN = RenderContext(CWD, None)
+
+
+@pytest.mark.parametrize(
+    ("title", "expected"),
+    [
+        ("Read /work/project/src/a.py", "Read src/a.py"),
+        ("Read /work/project/src/a.py (lines 1-20)", "Read src/a.py (lines 1-20)"),
+        ("Read /work/project", "Read ."),
+        ("List /work/project/", "List ."),
+        ("Edit /work/project/a.py.", "Edit a.py."),
+        ("Read /work/project2/a.py", "Read /work/project2/a.py"),
+        ("Read /work/other/a.py", "Read /work/other/a.py"),
+        ("Read /etc/hosts", "Read /etc/hosts"),
+        ("Copy /work/project/a to /work/project/b", "Copy a to b"),
+        ("Read '/work/project/x y.py'", "Read 'x y.py'"),
+        ("no path here", "no path here"),
+        ("Read /work/project/../secret", "Read /work/project/../secret"),
+    ],
+)
+def test_relativize_title(title: str, expected: str) -> None:
+    assert relativize_title(title, CWD) == expected
+
+
+def test_client_capabilities_choose_the_terminal_key() -> None:
+    assert (
+        RenderContext.for_client(CWD, {"_meta": {"terminal_output": True}}).terminal_key == "terminal_output"
+    )
+    assert (
+        RenderContext.for_client(CWD, {"_meta": {"terminal_output_delta": True}}).terminal_key
+        == "terminal_output_delta"
+    )
+    assert RenderContext.for_client(CWD, {"terminal": True}).terminal_key is None
+    assert RenderContext.for_client(CWD, {"_meta": {"terminal_output": "yes"}}).terminal_key is None
+    assert RenderContext.for_client(CWD, None).terminal_key is None
+
+
+def test_default_generic_card() -> None:
+    info = CallInfo("c1", "mystery", {"a": 1}, None, "read")
+    assert announce_call(info, "in_progress", PLAIN) == {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "c1",
+        "title": "mystery",
+        "name": "mystery",
+        "kind": "read",
+        "rawInput": {"a": 1},
+        "status": "in_progress",
+    }
+    raw = CallInfo("c2", "mystery", '{"a": ', None)
+    assert announce_call(raw, "pending", PLAIN)["rawInput"] == '{"a": '
+    assert announce_call(raw, "pending", PLAIN)["kind"] == "other"
+
+
+def test_generic_card_relative_title_absolute_locations() -> None:
+    view = GenericCallView(
+        title="Read /work/project/src/a.py",
+        kind="read",
+        raw_input={"path": "src/a.py"},
+        locations=(Location(path="/work/project/src/a.py", line=3),),
+        content=(text("note"),),
+    )
+    update = announce_call(CallInfo("c", "read", {}, view), "in_progress", PLAIN)
+    assert update["title"] == "Read src/a.py"
+    assert update["locations"] == [{"path": "/work/project/src/a.py", "line": 3}]
+    assert update["content"] == [{"type": "content", "content": {"type": "text", "text": "note"}}]
+    assert update["rawInput"] == {"path": "src/a.py"}
+
+
+def test_diff_card_call_and_result() -> None:
+    view = DiffCallView(
+        title="Edit /work/project/a.py",
+        diffs=(FileDiff(path="/work/project/a.py", old_text="x = 1\n", new_text="x = 2\n"),),
+    )
+    info = CallInfo("c", "edit", {}, view)
+    call = announce_call(info, "pending", TERMINAL)
+    assert call["kind"] == "edit"
+    assert call["title"] == "Edit a.py"
+    assert call["content"] == [
+        {"type": "diff", "path": "/work/project/a.py", "oldText": "x = 1\n", "newText": "x = 2\n"}
+    ]
+    assert call["locations"] == [{"path": "/work/project/a.py"}]
+    result_view = DiffResultView(
+        title="Edited /work/project/a.py",
+        diffs=(FileDiff(path="/work/project/a.py", old_text="a\nx = 1\nb\n", new_text="a\nx = 2\nb\n"),),
+        locations=(Location(path="/work/project/a.py", line=2),),
+    )
+    (update,) = finish_call(info, ToolResult(content=(text("ok"),)), result_view, TERMINAL)
+    assert update == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "c",
+        "status": "completed",
+        "content": [
+            {
+                "type": "diff",
+                "path": "/work/project/a.py",
+                "oldText": "a\nx = 1\nb\n",
+                "newText": "a\nx = 2\nb\n",
+            }
+        ],
+        "locations": [{"path": "/work/project/a.py", "line": 2}],
+        "title": "Edited a.py",
+    }
+
+
+def test_new_file_diff_has_null_old_text() -> None:
+    view = DiffCallView(
+        title="Write /x/new.txt", diffs=(FileDiff(path="/x/new.txt", old_text=None, new_text="hi"),)
+    )
+    call = announce_call(CallInfo("c", "write", {}, view), "pending", PLAIN)
+    assert call["content"][0]["oldText"] is None
+    assert call["title"] == "Write /x/new.txt"  # outside the cwd: stays absolute
+
+
+TERM_VIEW = TerminalCallView(title="ls -la", description="List files", cwd="/work/project/sub")
+
+
+def test_terminal_call_on_capable_clients() -> None:
+    for ctx in (TERMINAL, DELTA):
+        update = announce_call(CallInfo("t1", "bash", {}, TERM_VIEW), "in_progress", ctx)
+        assert update == {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t1",
+            "title": "ls -la",
+            "name": "bash",
+            "kind": "execute",
+            "content": [
+                {"type": "content", "content": {"type": "text", "text": "List files"}},
+                {"type": "terminal", "terminalId": "t1"},
+            ],
+            "rawInput": "ls -la",
+            "_meta": {"terminal_info": {"terminal_id": "t1", "cwd": "/work/project/sub"}},
+            "status": "in_progress",
+        }
+
+
+def test_terminal_cwd_defaults_to_the_session() -> None:
+    view = TerminalCallView(title="pwd")
+    update = announce_call(CallInfo("t", "bash", {}, view), "in_progress", TERMINAL)
+    assert update["_meta"]["terminal_info"]["cwd"] == CWD
+    assert update["content"] == [{"type": "terminal", "terminalId": "t"}]
+
+
+def test_terminal_output_chunks() -> None:
+    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    assert output_chunk(info, "abc", TERMINAL) == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "t1",
+        "_meta": {"terminal_output": {"terminal_id": "t1", "data": "abc"}},
+    }
+    delta = output_chunk(info, "abc", DELTA)
+    assert delta is not None
+    assert delta["_meta"] == {"terminal_output_delta": {"terminal_id": "t1", "data": "abc"}}
+    assert output_chunk(info, "abc", PLAIN) is None
+    assert output_chunk(info, "", TERMINAL) is None
+    assert output_chunk(CallInfo("g", "x", {}, None), "abc", TERMINAL) is None
+
+
+def test_terminal_finish_streamed_has_exit_and_no_content() -> None:
+    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    view = TerminalResultView(output="a\nb\n", exit_code=2)
+    updates = finish_call(
+        info, ToolResult(content=(text("a\nb\n[exit code 2]"),)), view, TERMINAL, streamed=True
+    )
+    assert updates == [
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "t1",
+            "status": "completed",
+            "_meta": {"terminal_exit": {"terminal_id": "t1", "exit_code": 2, "signal": None}},
+        }
+    ]
+
+
+def test_terminal_finish_unstreamed_sends_the_output_once() -> None:
+    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    view = TerminalResultView(output="all of it\n", exit_code=0)
+    first, last = finish_call(info, ToolResult(content=()), view, DELTA, streamed=False)
+    assert first["_meta"] == {"terminal_output_delta": {"terminal_id": "t1", "data": "all of it\n"}}
+    assert "content" not in last
+    assert last["_meta"]["terminal_exit"] == {"terminal_id": "t1", "exit_code": 0, "signal": None}
+
+
+def test_failed_terminal_keeps_its_terminal_with_a_reason_line() -> None:
+    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    view = TerminalResultView(output="partial", signal="SIGTERM", error="timed out after 120 s")
+    result = ToolResult(content=(text("partial\n[timed out]"),), is_error=True)
+    chunk, last = finish_call(info, result, view, TERMINAL, streamed=True)
+    assert chunk["_meta"]["terminal_output"]["data"] == "[timed out after 120 s]\n"
+    assert last["status"] == "failed"
+    assert last["_meta"]["terminal_exit"] == {"terminal_id": "t1", "exit_code": None, "signal": "SIGTERM"}
+    assert "content" not in chunk
+    assert "content" not in last
+
+
+def test_failed_terminal_without_a_result_view_uses_the_error_text() -> None:
+    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    result = ToolResult(
+        content=(text('Error: invalid arguments: "command" must be a string'),), is_error=True
+    )
+    chunk, last = finish_call(info, result, None, TERMINAL)
+    assert (
+        chunk["_meta"]["terminal_output"]["data"]
+        == '[Error: invalid arguments: "command" must be a string]\n'
+    )
+    assert last["status"] == "failed"
+
+
+def test_terminal_fallback_for_plain_clients_is_fenced() -> None:
+    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    call = announce_call(info, "in_progress", PLAIN)
+    assert call == {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "t1",
+        "title": "ls -la",
+        "name": "bash",
+        "kind": "execute",
+        "content": [{"type": "content", "content": {"type": "text", "text": "List files"}}],
+        "rawInput": "ls -la",
+        "status": "in_progress",
+    }
+    output = "# not a heading\n``` fake fence\n````\n"
+    (update,) = finish_call(
+        info, ToolResult(content=()), TerminalResultView(output=output, exit_code=1), PLAIN
+    )
+    body = update["content"][0]["content"]["text"]
+    assert body == "`````console\n# not a heading\n``` fake fence\n````\n`````\n\nExit code 1"
+    assert "_meta" not in update
+
+
+def test_fallback_is_bounded_with_a_marker() -> None:
+    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    small = RenderContext(CWD, None, fallback_head=10, fallback_tail=10)
+    (update,) = finish_call(info, ToolResult(content=()), TerminalResultView(output="x" * 100), small)
+    body = update["content"][0]["content"]["text"]
+    assert "[... 80 bytes omitted ...]" in body
+
+
+def test_fallback_empty_output_and_signals() -> None:
+    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    (update,) = finish_call(
+        info, ToolResult(content=()), TerminalResultView(output="", signal="SIGKILL"), PLAIN
+    )
+    assert update["content"][0]["content"]["text"] == "(no output)\n\nKilled by SIGKILL"
+
+
+def test_console_fence() -> None:
+    assert console_fence("") == "```console\n```"
+    assert console_fence("a") == "```console\na\n```"
+    assert console_fence("``````") == "```````console\n``````\n```````"
+
+
+def test_generic_results() -> None:
+    info = CallInfo("g", "tool", {}, GenericCallView(title="Do"))
+    (update,) = finish_call(info, ToolResult(content=(text("raw"),)), None, PLAIN)
+    assert update["content"] == [{"type": "content", "content": {"type": "text", "text": "raw"}}]
+    view = GenericResultView(title="Did /work/project/x", content=(text("pretty"),))
+    (update,) = finish_call(info, ToolResult(content=(text("raw"),)), view, PLAIN)
+    assert update["title"] == "Did x"
+    assert update["content"][0]["content"]["text"] == "pretty"
+    (failed,) = finish_call(info, ToolResult(content=(text("Error: boom"),), is_error=True), None, PLAIN)
+    assert failed["status"] == "failed"
+    assert failed["content"][0]["content"]["text"] == "Error: boom"
+
+
+def test_terminal_result_on_a_generic_call_is_fenced() -> None:
+    info = CallInfo("g", "tool", {}, GenericCallView(title="Run"))
+    (update,) = finish_call(info, ToolResult(content=()), TerminalResultView(output="out"), TERMINAL)
+    assert update["content"][0]["content"]["text"].startswith("```console\nout\n```")
+    assert "_meta" not in update
+
+
+def test_plan_results() -> None:
+    plan = PlanView(entries=(PlanEntry(content="step", status="in_progress", priority="high"),))
+    info = CallInfo("p", "todo", {}, GenericCallView(title="Plan"))
+    updates = finish_call(info, ToolResult(content=()), plan, PLAIN)
+    assert updates[0] == {
+        "sessionUpdate": "plan",
+        "entries": [{"content": "step", "priority": "high", "status": "in_progress"}],
+    }
+    assert updates[1]["status"] == "completed"
+
+
+def test_permission_tool_call_repeats_the_card() -> None:
+    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    call: dict[str, Any] = permission_tool_call(info, TERMINAL)
+    assert call["toolCallId"] == "t1"
+    assert call["status"] == "pending"
+    assert call["title"] == "ls -la"
+    assert "sessionUpdate" not in call
+
+
+def test_cancelled_calls() -> None:
+    term = CallInfo("t1", "bash", {}, TERM_VIEW)
+    chunk, last = cancelled_call(term, TERMINAL, streamed=True)
+    assert chunk["_meta"]["terminal_output"]["data"] == "[cancelled]\n"
+    assert last["status"] == "failed"
+    assert "content" not in last
+    generic = CallInfo("g", "tool", {}, None)
+    assert cancelled_call(generic, TERMINAL) == [
+        {"sessionUpdate": "tool_call_update", "toolCallId": "g", "status": "failed"}
+    ]
