@@ -334,11 +334,7 @@ async def test_failed_terminal_call_keeps_its_terminal(acp_schema: AcpSchema, tm
     client, _, _ = await one_turn(
         acp_schema,
         str(tmp_path),
-        [
-            step(
-                ("t1", "run", {"command": "x", "chunks": [], "fail": "cannot start: no such directory /nope"})
-            )
-        ],
+        [step(("t1", "run", {"command": "x", "chunks": [], "fail": "cannot start: no dir /nope"}))],
         TERMINAL_CLIENT,
     )
     call, reason, done = tool_updates(client)
