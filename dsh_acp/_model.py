@@ -20,6 +20,8 @@ __all__ = [
     "FinishReason",
     "Message",
     "Model",
+    "ModelAuthError",
+    "ModelError",
     "ModelEvent",
     "ModelRequest",
     "ReasoningDelta",
@@ -31,6 +33,16 @@ __all__ = [
 ]
 
 FinishReason = Literal["stop", "tool_calls", "length", "refusal"]
+
+
+class ModelError(Exception):
+    """A model request failed for good (retries spent, stream dropped, timed out): the turn ends
+    with this exception's one-line message as its error."""
+
+
+class ModelAuthError(ModelError):
+    """The provider refused the credentials (HTTP 401/403): answered as ACP's -32000,
+    authentication required; the message names the variable to set."""
 
 
 @dataclass(frozen=True, slots=True)

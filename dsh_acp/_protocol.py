@@ -15,13 +15,15 @@ from ._bridge import RenderContext
 from ._coalesce import CoalescePolicy
 from ._config import AgentConfig
 from ._connection import (
+    AUTH_REQUIRED,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     RESOURCE_NOT_FOUND,
     Connection,
     RpcError,
 )
-from ._model import UserMessage
+from ._model import ModelAuthError, ModelError, UserMessage
 from ._scripted import ScriptExhausted
 from ._session import Session, SessionIO, Turn
 from ._turn import LoopSettings, StopReason, TurnRunner
@@ -194,7 +196,11 @@ class Protocol:
                 await runner.close_open_calls()
             return {"stopReason": stop}
         except ScriptExhausted as error:
-            raise RpcError(-32603, str(error)) from None
+            raise RpcError(INTERNAL_ERROR, str(error)) from None
+        except ModelAuthError as error:
+            raise RpcError(AUTH_REQUIRED, str(error)) from None
+        except ModelError as error:
+            raise RpcError(INTERNAL_ERROR, str(error)) from None
         except BaseException:
             # Cancelled from outside ($/cancel_request, shutdown): still close what is open.
             with anyio.CancelScope(shield=True):
