@@ -1,30 +1,36 @@
-"""The ``dsh-acp`` command: serve ACP on stdio (default), or one of the helper commands."""
+"""The ``dsh-acp`` command: serve ACP on stdio (default), or one of the helper commands.
+
+``build_config`` turns command-line arguments into an ``AgentConfig``; the golden kit's in-process
+mode calls it too, so a scenario behaves the same in memory as over the real stdio.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from ._config import VERSION, AgentConfig, random_ids
+from ._config import VERSION, AgentConfig, counter_ids
 
-__all__ = ["main"]
+__all__ = ["build_config", "main"]
 
 _DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+_COMMANDS = ("tools",)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dsh-acp",
-        description="An Agent Client Protocol agent: launch it from your editor; it speaks ACP on stdio.",
+        description=(
+            "An Agent Client Protocol agent: launch it from your editor; it speaks ACP on stdio. "
+            "Other commands: `dsh-acp tools --markdown` (the tool catalog)."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"dsh-acp {VERSION}")
-    parser.add_argument(
-        "--model",
-        metavar="SPEC",
-        help="the model: script:PATH (a scripted model file) or openai:NAME",
-    )
+    parser.add_argument("--model", metavar="SPEC", help="the model: script:PATH (a scripted model file)")
     parser.add_argument(
         "--log-level",
         default="warning",
@@ -41,7 +47,87 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-tools", action="store_true", help="serve without the reference tools (bash, read, write...)"
     )
+    parser.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="also register the tools NAME in MODULE (a list of definitions, or a function returning one)",
+    )
+    parser.add_argument(
+        "--max-model-requests",
+        type=int,
+        default=50,
+        metavar="N",
+        help="model requests per prompt turn (default 50)",
+    )
+    parser.add_argument(
+        "--coalesce-bytes",
+        type=int,
+        default=64 * 1024,
+        metavar="N",
+        help="send live terminal output once N bytes are buffered (default 65536)",
+    )
+    parser.add_argument(
+        "--coalesce-ms",
+        type=float,
+        default=50.0,
+        metavar="MS",
+        help="...or MS ms after the first unsent byte (default 50; 0 = only on size and at the end)",
+    )
+    parser.add_argument(
+        "--local-fs",
+        action="store_true",
+        help="read and write files on disk even when the editor offers its buffers (fs/*)",
+    )
+    parser.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="for golden tests: counter ids, output coalesced by size only, a fixed clock",
+    )
     return parser
+
+
+def _load_tools(spec: str, parser: argparse.ArgumentParser) -> Callable[[], list[Any]]:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        parser.error(f"--tools takes MODULE:NAME, not {spec!r}")
+
+    def load() -> list[Any]:
+        value = getattr(importlib.import_module(module_name), attribute)
+        return list(value() if callable(value) else value)
+
+    return load
+
+
+def _reference_tools() -> list[Any]:
+    from reference_tools import default_tools
+
+    return list(default_tools())
+
+
+def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> AgentConfig:
+    """The agent configuration the given serve arguments describe."""
+    parser = parser or _parser()
+    args = parser.parse_args(argv)
+    config = _model_config(args.model, parser)
+    sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools]
+    sources += [_load_tools(spec, parser) for spec in args.tools]
+    if sources:
+        config.tools = lambda: [tool for source in sources for tool in source()]
+        config.warm_imports = () if args.no_tools else ("reference_tools",)
+    config.max_model_requests = args.max_model_requests
+    config.coalesce_bytes = args.coalesce_bytes
+    config.coalesce_delay = args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None
+    config.force_local_fs = args.local_fs
+    if args.deterministic:
+        config.session_ids = counter_ids("session-")
+        config.message_ids = counter_ids("message-")
+        config.coalesce_delay = None
+        config.deterministic = True
+    config.log_level = args.log_level
+    config.max_message_bytes = args.max_message_bytes
+    return config
 
 
 def _model_config(spec: str | None, parser: argparse.ArgumentParser) -> AgentConfig:
@@ -62,26 +148,23 @@ def _model_config(spec: str | None, parser: argparse.ArgumentParser) -> AgentCon
     return config
 
 
-def _reference_tools() -> list[object]:
-    from reference_tools import default_tools
+def _run_command(name: str, argv: Sequence[str]) -> int:
+    from ._catalog import tools_main
 
-    return list(default_tools())
+    return tools_main(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dsh-acp`` console script."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _COMMANDS:
+        return _run_command(argv[0], argv[1:])
+    config = build_config(argv)
     logging.basicConfig(
         stream=sys.stderr,
-        level=getattr(logging, args.log_level.upper()),
+        level=getattr(logging, config.log_level.upper()),
         format="dsh-acp %(levelname)s %(name)s: %(message)s",
     )
-    config = _model_config(args.model, parser)
-    config.session_ids = random_ids()
-    if not args.no_tools:
-        config.tools = _reference_tools  # type: ignore[assignment]
-        config.warm_imports = ("reference_tools",)
     from ._serve import serve_stdio
 
-    return serve_stdio(config, max_message_bytes=args.max_message_bytes)
+    return serve_stdio(config, max_message_bytes=config.max_message_bytes)

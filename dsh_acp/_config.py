@@ -54,6 +54,10 @@ class AgentConfig:
     coalesce_bytes: int = 64 * 1024
     coalesce_delay: float | None = 0.05
     force_local_fs: bool = False
+    deterministic: bool = False
+    """Golden-test mode: everything that would vary between runs is fixed."""
+    log_level: str = "warning"
+    max_message_bytes: int = 32 * 1024 * 1024
     warm_imports: tuple[str, ...] = ()
     """Modules to import in the background right after ``initialize`` (what ``tools`` needs)."""
     extras: dict[str, Any] = field(default_factory=dict)

@@ -1,20 +1,39 @@
 """dsh_acp.testing: pin what an editor receives, byte for byte.
 
 A client that drives the agent (in memory or as a real subprocess), validation of every message
-against the official ACP schema, and golden wire scenarios. Needs the ``test`` extra
-(``jsonschema``).
+against the official ACP schema, and golden wire scenarios with a pytest integration
+(``pytest --update-golden``). Needs the ``test`` extra (``jsonschema``, ``pytest``).
 """
 
 from ._client import ZED_CAPABILITIES, AcpClient, PermissionAnswer, WireLine
+from ._golden import Normalizer, golden_diff
+from ._scenario import (
+    Mode,
+    Scenario,
+    ScenarioError,
+    check_scenario,
+    discover_scenarios,
+    run_scenario,
+    scenario_problems,
+)
 from ._schema import AcpSchema, SchemaNotFound, SchemaViolation, locate_schema
 
 __all__ = [
     "ZED_CAPABILITIES",
     "AcpClient",
     "AcpSchema",
+    "Mode",
+    "Normalizer",
     "PermissionAnswer",
+    "Scenario",
+    "ScenarioError",
     "SchemaNotFound",
     "SchemaViolation",
     "WireLine",
+    "check_scenario",
+    "discover_scenarios",
+    "golden_diff",
     "locate_schema",
+    "run_scenario",
+    "scenario_problems",
 ]

@@ -94,6 +94,7 @@ class AcpClient:
     _client_methods: dict[RequestId, str] = field(default_factory=dict)
     _changed: anyio.Event = field(default_factory=anyio.Event)
     violations: list[str] = field(default_factory=list)
+    _send: ByteSendStream | None = None
 
     # -- construction -------------------------------------------------------------------------
 
@@ -148,7 +149,8 @@ class AcpClient:
 
     @asynccontextmanager
     async def _connected(self, receive: ByteReceiveStream, send: ByteSendStream) -> AsyncIterator[None]:
-        connection = Connection(_Tee(receive, self._agent_line), _TeeSend(send, self._client_line), self)
+        self._send = _TeeSend(send, self._client_line)
+        connection = Connection(_Tee(receive, self._agent_line), self._send, self)
         self._connection = connection
         async with anyio.create_task_group() as group:
             group.start_soon(connection.serve)
@@ -160,7 +162,10 @@ class AcpClient:
     # -- recording and validation -------------------------------------------------------------
 
     def _client_line(self, raw: bytes) -> None:
-        message = orjson.loads(raw)
+        try:
+            message = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            message = None  # deliberately malformed input
         if isinstance(message, dict) and "method" in message and "id" in message:
             self._client_methods[message["id"]] = message["method"]
         self.lines.append(WireLine("client", raw, message))
@@ -217,6 +222,11 @@ class AcpClient:
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification."""
         await self.connection.notify(method, params)
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write bytes to the agent as they are (malformed input, say)."""
+        assert self._send is not None
+        await self._send.send(data)
 
     async def initialize(self, capabilities: Mapping[str, Any] | None = None, version: int = 1) -> Any:
         """``initialize`` with the given client capabilities."""

@@ -1,0 +1,37 @@
+"""``dsh-acp tools``: list the tools the agent registers (``--markdown``: the full catalog)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from dsh_tools import ToolRegistry
+
+__all__ = ["tools_main"]
+
+
+def tools_main(argv: Sequence[str]) -> int:
+    """Print the registered tools: one line each, or with ``--markdown`` the catalog in
+    ``docs/tools.md`` (a test keeps that file equal to this output)."""
+    parser = argparse.ArgumentParser(
+        prog="dsh-acp tools",
+        description="List the tools dsh-acp registers (any serve flag such as --tools MODULE:NAME applies).",
+    )
+    parser.add_argument("--markdown", action="store_true", help="print the full catalog as Markdown")
+    args, serve_args = parser.parse_known_args(argv)
+    from reference_tools.catalog import tools_markdown
+
+    from ._cli import build_config
+
+    config = build_config(serve_args)
+    registry = ToolRegistry()
+    for definition in config.tools() if config.tools else ():
+        registry.register(definition)
+    schemas = registry.schemas()
+    if args.markdown:
+        print(tools_markdown(schemas), end="")
+    else:
+        for schema in schemas:
+            first = schema.description.strip().splitlines()[0] if schema.description.strip() else ""
+            print(f"{schema.name:<14} {first}")
+    return 0

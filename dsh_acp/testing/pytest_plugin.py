@@ -1,0 +1,67 @@
+"""The pytest side of golden wire tests: ``pytest --update-golden`` rewrites goldens and prints
+what changed.
+
+Installed as a pytest plugin with dsh-acp (entry point ``dsh_acp``). A whole golden suite::
+
+    import pytest
+    from dsh_acp.testing import discover_scenarios
+
+    @pytest.mark.parametrize("scenario", discover_scenarios("fixtures/wire"), ids=str)
+    def test_wire(scenario, golden):
+        golden(scenario)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from ._scenario import Mode, Scenario, check_scenario
+from ._schema import AcpSchema, locate_schema
+
+__all__ = ["GoldenCheck", "acp_schema", "golden", "pytest_addoption", "pytest_terminal_summary"]
+
+_REWRITTEN: list[str] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("dsh-acp").addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite golden wire transcripts (expected.jsonl) from this run and print what changed",
+    )
+
+
+@dataclass(frozen=True)
+class GoldenCheck:
+    """Runs a scenario and compares (or, with ``--update-golden``, rewrites) its golden."""
+
+    update: bool
+    schema: AcpSchema
+
+    def __call__(self, scenario: Scenario, mode: Mode = "subprocess") -> None:
+        diff = check_scenario(scenario, update=self.update, mode=mode, schema=self.schema)
+        if diff:
+            _REWRITTEN.append(diff)
+
+
+@pytest.fixture(scope="session")
+def acp_schema(request: pytest.FixtureRequest) -> AcpSchema:
+    """The official ACP schema (``$ACP_SCHEMA``, or ``shared/acp-schema/v1/schema.json`` in a parent
+    folder of the project); its absence fails the tests that need it."""
+    return AcpSchema(locate_schema(request.config.rootpath))
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest, acp_schema: AcpSchema) -> GoldenCheck:
+    """Check a scenario against its golden: ``golden(scenario)``."""
+    return GoldenCheck(update=bool(request.config.getoption("--update-golden")), schema=acp_schema)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _REWRITTEN:
+        terminalreporter.section("golden wire transcripts rewritten: read the diff before committing")
+        for diff in _REWRITTEN:
+            terminalreporter.write(diff)
