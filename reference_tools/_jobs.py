@@ -1,0 +1,281 @@
+"""Running commands for ``bash``: one ``Job`` per command, one ``Shell`` per session.
+
+A job pumps its two pipes into bounded captures (reporting live text on the way), waits for its
+leader, then stops whatever the command left behind in its group. A foreground job is pumped by
+the tool call itself; a background job by a thread of its own, so that it outlives the call
+without needing a task group that outlives it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import math
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+
+from dsh_tools import ProgressSink, TerminalOutput
+
+from ._capture import StreamCapture
+from ._process import ProcessGroup, signal_name
+
+__all__ = ["BashSettings", "Job", "Shell", "SpawnError", "command_env"]
+
+_log = logging.getLogger("reference_tools.bash")
+_CHUNK = 64 * 1024
+_SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD")
+
+
+@dataclass(frozen=True, slots=True)
+class BashSettings:
+    """How ``bash`` runs commands; put one in a session's ``Services`` to change the defaults.
+
+    The settings a session's first command finds are the ones it keeps.
+    """
+
+    default_timeout_s: float = 120.0
+    max_timeout_s: float = 600.0
+    """Longer ``timeout_ms`` values are clamped to this."""
+    kill_grace_s: float = 2.0
+    """How long a command has to exit after SIGTERM before SIGKILL."""
+    settle_s: float = 0.25
+    """How long to wait for output still in flight once the shell has exited or been killed."""
+    head_bytes: int = 30 * 1024
+    tail_bytes: int = 30 * 1024
+    """What the model sees of each stream: its first and last bytes."""
+    spill_dir: str | None = None
+    """Where full outputs are saved; by default a fresh private temporary directory per session.
+    Removed with the session if this created it (files written in it are removed either way)."""
+    spill_limit_bytes: int | None = 1 << 30
+    """Save at most this much of each stream, so a runaway command cannot fill the disk."""
+    scrub_secret_env: bool = True
+    """Drop environment variables whose names contain KEY, SECRET, TOKEN or PASSWORD."""
+    keep_env: frozenset[str] = frozenset()
+    """Names passed through even though they look secret."""
+    shell: str = "bash"
+
+
+def command_env(settings: BashSettings, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a command runs with: ``base`` (default ``os.environ``) minus secrets,
+    with colour and pagers off because nobody is at a terminal to page."""
+    env = dict(os.environ if base is None else base)
+    if settings.scrub_secret_env:
+        for name in list(env):
+            upper = name.upper()
+            if name not in settings.keep_env and any(word in upper for word in _SECRET_WORDS):
+                del env[name]
+    env.update(NO_COLOR="1", TERM="dumb", PAGER="cat", GIT_PAGER="cat")
+    return env
+
+
+class SpawnError(Exception):
+    """The command could not start (its message is for the model)."""
+
+
+class Job:
+    """One command: its process group, its captured streams and how it ended."""
+
+    def __init__(self, name: str, command: str, cwd: str, process: ProcessGroup, shell: Shell) -> None:
+        self.name, self.command, self.cwd, self.process = name, command, cwd, process
+        settings = self._settings = shell.settings
+
+        def capture(label: str) -> StreamCapture:
+            return StreamCapture(
+                label,
+                head=settings.head_bytes,
+                tail=settings.tail_bytes,
+                spill_path=lambda: shell.spill_path(f"{name}.{label}"),
+                spill_limit=settings.spill_limit_bytes,
+            )
+
+        self.stdout, self.stderr = capture("stdout"), capture("stderr")
+        self.error: str | None = None
+        """Why the command did not finish on its own (timed out), else ``None``."""
+        self.stopped_leftovers = False
+        """Whether processes the command left running were stopped when it ended."""
+        self.finished = threading.Event()
+        """Set once the output is complete and the group is gone (or given up on)."""
+
+    @property
+    def exit_code(self) -> int | None:
+        """The leader's exit code; ``None`` while running or when a signal killed it."""
+        code = self.process.returncode
+        return code if code is not None and code >= 0 else None
+
+    @property
+    def signal(self) -> str | None:
+        """The signal that killed the leader (``"SIGTERM"``), if one did."""
+        return signal_name(self.process.returncode)
+
+    async def run(self, report: ProgressSink | None, time_limit: float = math.inf) -> None:
+        """Pump the output until the command is over, then stop what it left running.
+
+        On cancellation the caller must ``stop()`` the job (``Shell.run`` does).
+        """
+        try:
+            lock = anyio.Lock()  # one report at a time, in the order chunks arrived
+            async with anyio.create_task_group() as tasks:
+                readers = [anyio.Event(), anyio.Event()]
+                tasks.start_soon(self._read, self.process.stdout, self.stdout, report, lock, readers[0])
+                tasks.start_soon(self._read, self.process.stderr, self.stderr, report, lock, readers[1])
+
+                async def drained(seconds: float) -> bool:
+                    with anyio.move_on_after(seconds):
+                        for done in readers:
+                            await done.wait()
+                    return all(done.is_set() for done in readers)
+
+                with anyio.move_on_after(time_limit) as waiting:
+                    await self.process.wait()
+                if waiting.cancelled_caught:
+                    self.error = f"timed out after {time_limit:g} s"
+                else:
+                    # Give output still in flight (a process substitution, say) a moment first.
+                    await drained(self._settings.settle_s)
+                # Whatever still runs in the group would hold our pipes open: the command is over.
+                stopped = await self.process.terminate(self._settings.kill_grace_s)
+                self.stopped_leftovers = stopped and self.error is None
+                if not await drained(self._settings.settle_s):
+                    tasks.cancel_scope.cancel()  # a process that left the group holds a pipe
+        finally:
+            self.process.close()
+            self.stdout.close()
+            self.stderr.close()
+            self.finished.set()
+
+    async def _read(
+        self,
+        fd: int,
+        capture: StreamCapture,
+        report: ProgressSink | None,
+        lock: anyio.Lock,
+        done: anyio.Event,
+    ) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")  # never splits a character
+        while True:
+            try:
+                data = os.read(fd, _CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            capture.feed(data)
+            if report is not None:
+                text = decoder.decode(data, final=not data)
+                if text:
+                    async with lock:
+                        await report(TerminalOutput(text))
+            if not data:
+                break
+            # A command that prints without pause never makes read block: let others run.
+            await anyio.lowlevel.checkpoint()
+        done.set()
+
+    async def wait_finished(self) -> bool:
+        """Wait (a bounded time) until a job pumped on another thread is finished."""
+        seconds = self._settings.kill_grace_s + 2 * self._settings.settle_s + 1
+        return await anyio.to_thread.run_sync(self.finished.wait, seconds, abandon_on_cancel=True)
+
+    async def stop(self) -> None:
+        """Stop the whole group (SIGTERM, then SIGKILL after the grace period)."""
+        await self.process.terminate(self._settings.kill_grace_s)
+
+
+class Shell:
+    """A session's bash state: settings, spill directory and jobs. The session's ``Services``
+    closes it, which stops every job it still runs and removes the spill files."""
+
+    def __init__(self, settings: BashSettings) -> None:
+        self.settings = settings
+        self.tasks: dict[str, Job] = {}
+        """Background jobs by task id."""
+        self._running: set[Job] = set()
+        self._count: dict[Literal["cmd", "bg"], int] = {"cmd": 0, "bg": 0}
+        self._dir: str | None = None
+        self._made_dir = False
+        self._paths: list[str] = []
+        self._lock = threading.Lock()  # spill paths are asked for on background threads too
+
+    def start(self, command: str, cwd: str, *, background: bool) -> Job:
+        """Spawn ``command`` in ``cwd``; raises ``SpawnError`` when it cannot start."""
+        if not os.path.isdir(cwd):
+            raise SpawnError(f"the working directory {cwd} does not exist")
+        env = command_env(self.settings)
+        env["PWD"] = cwd  # bash trusts an inherited PWD that names the same directory (symlinks)
+        try:
+            process = ProcessGroup.spawn([self.settings.shell, "-c", command], cwd=cwd, env=env)
+        except OSError as error:
+            raise SpawnError(f"could not start {self.settings.shell}: {error}") from None
+        kind: Literal["cmd", "bg"] = "bg" if background else "cmd"
+        self._count[kind] += 1
+        job = Job(f"{kind}-{self._count[kind]}", command, cwd, process, self)
+        if background:
+            self.tasks[job.name] = job
+        else:
+            self._running.add(job)
+        return job
+
+    async def run(self, job: Job, report: ProgressSink | None, time_limit: float) -> None:
+        """Run a foreground job to its end; on cancellation stop its group, then re-raise."""
+        try:
+            await job.run(report, time_limit)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await job.stop()
+            raise
+        finally:
+            self._running.discard(job)
+
+    def run_in_background(self, job: Job, time_limit: float) -> None:
+        """Pump ``job`` on a thread of its own (with its own event loop) until it ends."""
+
+        def pump() -> None:
+            try:
+                anyio.run(job.run, None, time_limit)
+            except Exception as error:  # a bug: never leave the command running unobserved
+                _log.exception("reading the output of background task %s failed", job.name)
+                job.error = f"its output could not be read ({error})"
+                anyio.run(job.stop)
+
+        threading.Thread(target=pump, name=f"bash {job.name}", daemon=True).start()
+
+    def spill_path(self, name: str) -> str:
+        """A path for a spill file in the session's private directory (made on first use)."""
+        with self._lock:
+            if self._dir is None:
+                if self.settings.spill_dir is None:
+                    self._dir, self._made_dir = tempfile.mkdtemp(prefix="dsh-bash-"), True
+                else:
+                    self._dir = self.settings.spill_dir
+                    if not os.path.isdir(self._dir):
+                        os.makedirs(self._dir, mode=0o700)
+                        self._made_dir = True
+            path = os.path.join(self._dir, name)
+            self._paths.append(path)
+            return path
+
+    async def aclose(self) -> None:
+        """Stop every job, wait for background pumps, remove the spill files."""
+        with anyio.CancelScope(shield=True):
+            jobs = [*self._running, *self.tasks.values()]
+            async with anyio.create_task_group() as group:
+                for job in jobs:
+                    group.start_soon(job.stop)
+            for job in self.tasks.values():
+                if not await job.wait_finished():
+                    _log.warning("background task %s did not finish", job.name)
+        with self._lock:
+            for path in self._paths:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+            if self._made_dir and self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+            self._paths.clear()

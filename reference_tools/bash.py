@@ -1,0 +1,286 @@
+"""``bash``, ``bash_output`` and ``bash_kill``: run shell commands that render as terminals.
+
+How the tools stay safe: each command leads its own process group (stdin from /dev/null, pipes
+of its own) and the whole group is stopped on timeout, on cancel, when the command's shell exits
+and when the session closes; a reaper process kills it if the agent itself dies (see
+``_process``). Secret-looking variables are dropped from its environment.
+
+How they render: a foreground call is a terminal card. Its output streams live as
+``TerminalOutput`` progress events; the result's ``meta`` carries ``exit_code``, ``signal``,
+``cwd`` and ``error`` so ``present_result`` rebuilds the same card from a session log. Background
+calls and the helpers are generic ``execute`` cards; command output in them is fenced, so that no
+line of it renders as Markdown.
+
+Memory stays bounded whatever a command prints: the model sees the head and tail of each stream;
+the whole stream is saved to a private file that goes away with the session (``BashSettings``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+from dsh_tools import (
+    GenericCallView,
+    GenericResultView,
+    SchemaSpec,
+    TerminalCallView,
+    TerminalResultView,
+    TextBlock,
+    ToolDefinition,
+    ToolError,
+    ToolExecution,
+    ToolOutput,
+    ToolResult,
+    define_tool,
+    text,
+)
+
+# Private names stay private here too: this module's public API is its __all__.
+from ._jobs import BashSettings
+from ._jobs import Job as _Job
+from ._jobs import Shell as _Shell
+from ._jobs import SpawnError as _SpawnError
+
+__all__ = ["BashSettings", "bash_tools"]
+
+_BASH_PARAMETERS: SchemaSpec = {
+    "command": {"type": "string", "required": True, "description": "The command, run with `bash -c`."},
+    "description": {
+        "type": "string",
+        "required": True,
+        "description": "What the command does, in 5-10 words (shown to the user).",
+    },
+    "timeout_ms": {
+        "type": "integer",
+        "description": "Stop the command after this many milliseconds (default 120000, at most "
+        "600000; background tasks have no limit unless given one).",
+    },
+    "workdir": {
+        "type": "string",
+        "description": "Directory to run in, absolute or relative to the session's (default: the session's).",
+    },
+    "run_in_background": {
+        "type": "boolean",
+        "description": "Start the command and return a task id at once; read its output with "
+        "bash_output and stop it with bash_kill. For servers and watchers.",
+    },
+}
+_TASK_PARAMETERS: SchemaSpec = {
+    "task_id": {"type": "string", "required": True, "description": "A task id returned by bash, e.g. bg-1."}
+}
+
+
+def _shell(execution: ToolExecution) -> _Shell:
+    services = execution.services
+    return services.setdefault(_Shell, lambda: _Shell(services.get(BashSettings) or BashSettings()))
+
+
+def _workdir(workdir: str | None, session_cwd: str | None) -> str:
+    if workdir:
+        workdir = os.path.expanduser(workdir)
+    if workdir and os.path.isabs(workdir):
+        return os.path.normpath(workdir)
+    if session_cwd is None:  # never fall back to the agent's own cwd: it is not the user's project
+        raise ToolError("this session has no working directory; pass an absolute workdir")
+    return os.path.normpath(os.path.join(session_cwd, workdir or ""))
+
+
+def _timeout_s(timeout_ms: int | float | None, settings: BashSettings, default: float) -> float:
+    if timeout_ms is None:
+        return default
+    if timeout_ms <= 0:
+        raise ToolError(f"timeout_ms must be positive, not {timeout_ms}")
+    return min(timeout_ms / 1000, settings.max_timeout_s)
+
+
+def _status_line(meta: dict[str, Any]) -> str:
+    """``[exit code 2]``, ``[killed by SIGKILL]``, ``[timed out after 5 s; killed by SIGTERM]``."""
+    parts = [meta["error"]] if meta.get("error") else []
+    if meta.get("running"):
+        parts.append("still running")
+    elif meta.get("signal"):
+        parts.append(f"killed by {meta['signal']}")
+    elif meta.get("exit_code") is not None:
+        parts.append(f"exit code {meta['exit_code']}")
+    if not parts:  # the leader could not be reaped (stuck in the kernel)
+        parts.append("exit status unknown")
+    if meta.get("stopped_leftovers"):
+        parts.append("stopped the processes it left running; use run_in_background to keep them")
+    return f"[{'; '.join(parts)}]"
+
+
+def _output_text(job: _Job, *, final: bool) -> str:
+    """The output the model has not seen yet: stdout, then a ``[stderr]`` section."""
+    out, err = job.stdout.take(final=final), job.stderr.take(final=final)
+    body = out if not out or out.endswith("\n") else out + "\n"
+    if err:
+        body += "[stderr]\n" + (err if err.endswith("\n") else err + "\n")
+    return body
+
+
+def _meta(job: _Job, *, task: bool = False) -> dict[str, Any]:
+    running = not job.finished.is_set()
+    meta = {
+        "exit_code": None if running else job.exit_code,
+        "signal": None if running else job.signal,
+        "cwd": job.cwd,
+        "error": job.error,
+        "stopped_leftovers": job.stopped_leftovers,
+    }
+    return {**meta, "task_id": job.name, "running": running} if task else meta
+
+
+async def _bash(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+    shell = _shell(execution)
+    cwd = _workdir(args.get("workdir"), execution.cwd)
+    background = bool(args.get("run_in_background"))
+    settings = shell.settings
+    timeout = _timeout_s(
+        args.get("timeout_ms"), settings, math.inf if background else settings.default_timeout_s
+    )
+    try:
+        job = shell.start(args["command"], cwd, background=background)
+    except _SpawnError as error:
+        meta = {"exit_code": None, "signal": None, "cwd": cwd, "error": str(error)}
+        return ToolOutput([text(f"Error: {error}")], meta=meta, is_error=True)
+    if background:
+        shell.run_in_background(job, timeout)
+        return ToolOutput(
+            [
+                text(
+                    f"Started background task {job.name} in {cwd}. Read its output with bash_output "
+                    f'(task_id "{job.name}"); stop it with bash_kill.'
+                )
+            ],
+            meta={"task_id": job.name, "cwd": cwd},
+        )
+    await shell.run(job, execution.report, timeout)
+    meta = _meta(job)
+    return ToolOutput(
+        [text(_output_text(job, final=True) + _status_line(meta))], meta=meta, is_error=job.error is not None
+    )
+
+
+def _task(execution: ToolExecution, task_id: str) -> _Job:
+    job = _shell(execution).tasks.get(task_id)
+    if job is None:  # ids are per session: another session's bg-1 is not this one's
+        raise ToolError(f"no background task {task_id} in this session")
+    return job
+
+
+async def _bash_output(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+    job = _task(execution, args["task_id"])
+    meta = _meta(job, task=True)  # before taking the output: once finished, no more will come
+    body = _output_text(job, final=not meta["running"]) or "(no new output)\n"
+    return ToolOutput([text(body + _status_line(meta))], meta=meta)
+
+
+async def _bash_kill(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+    job = _task(execution, args["task_id"])
+    if job.finished.is_set():
+        meta = _meta(job, task=True)
+        return ToolOutput([text(f"Task {job.name} had already ended {_status_line(meta)}.")], meta=meta)
+    await job.stop()
+    await job.wait_finished()
+    meta = _meta(job, task=True)
+    return ToolOutput([text(f"Stopped task {job.name} {_status_line(meta)}.")], meta=meta)
+
+
+# -- presentation: pure functions of the arguments and the (possibly replayed) result -----------
+
+
+def _fenced(body: str) -> str:
+    """``body`` in a ```console block whose fence is longer than any backtick run inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    newline = "" if body.endswith("\n") else "\n"
+    return f"{fence}console\n{body}{newline}{fence}"
+
+
+def _result_text(result: ToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, TextBlock))
+
+
+def _fenced_result(result: ToolResult) -> GenericResultView:
+    return GenericResultView(content=(text(_fenced(_result_text(result))),))
+
+
+def _present_bash_call(args: dict[str, Any]) -> TerminalCallView | GenericCallView:
+    command: str = args["command"]
+    if args.get("run_in_background"):
+        return GenericCallView(title=f"{command} (background)", kind="execute", raw_input=command)
+    workdir = args.get("workdir")
+    cwd = workdir if isinstance(workdir, str) and os.path.isabs(workdir) else None  # else the session's
+    return TerminalCallView(title=command, description=args.get("description"), cwd=cwd)
+
+
+def _present_bash_result(args: dict[str, Any], result: ToolResult) -> TerminalResultView | GenericResultView:
+    meta = result.meta
+    if args.get("run_in_background") or not isinstance(meta, dict) or "exit_code" not in meta:
+        return _fenced_result(result)  # refused, bad arguments, or a background start
+    output: str | None = None  # a command that never ran has no output: the error says why
+    if meta["exit_code"] is not None or meta.get("signal") is not None:
+        output = _result_text(result)
+        status = _status_line(meta)
+        if output.endswith(status):  # a post-execute listener may have replaced the text
+            output = output[: len(output) - len(status)]
+    return TerminalResultView(
+        output=output, exit_code=meta["exit_code"], signal=meta.get("signal"), error=meta.get("error")
+    )
+
+
+def _present_task_call(title: str) -> Callable[[dict[str, Any]], GenericCallView]:
+    def present(args: dict[str, Any]) -> GenericCallView:
+        return GenericCallView(title=f"{title} {args['task_id']}", kind="execute", raw_input=args["task_id"])
+
+    return present
+
+
+def _present_task_result(args: dict[str, Any], result: ToolResult) -> GenericResultView:
+    return _fenced_result(result)
+
+
+def bash_tools() -> list[ToolDefinition]:
+    """The three bash tools: ``bash``, ``bash_output`` and ``bash_kill``.
+
+    Per-session state (background tasks, spill files) lives in the session's ``Services`` and
+    ends with it; a ``BashSettings`` there changes the defaults.
+    """
+    return [
+        define_tool(
+            name="bash",
+            description="Run a shell command with bash and return its output (stdout, then stderr) "
+            "and exit status. Long output keeps its head and tail; the full text is saved to a file "
+            "named in the output. The default timeout is 2 minutes, at most 10.",
+            parameters=_BASH_PARAMETERS,
+            execute=_bash,
+            present_call=_present_bash_call,
+            present_result=_present_bash_result,
+            kind="execute",
+        ),
+        define_tool(
+            name="bash_output",
+            description="Read the output a background task (started by bash with run_in_background) "
+            "printed since the last read, and whether it is still running.",
+            parameters=_TASK_PARAMETERS,
+            execute=_bash_output,
+            present_call=_present_task_call("Output of"),
+            present_result=_present_task_result,
+            kind="execute",
+            # Reads change nothing but the task's read position: several may run in one step.
+            parallel_safe=True,
+        ),
+        define_tool(
+            name="bash_kill",
+            description="Stop a background task and everything it started.",
+            parameters=_TASK_PARAMETERS,
+            execute=_bash_kill,
+            present_call=_present_task_call("Stop"),
+            present_result=_present_task_result,
+            kind="execute",
+        ),
+    ]
