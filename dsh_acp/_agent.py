@@ -103,18 +103,23 @@ class Agent:
         if isinstance(capabilities, dict):
             self.client_capabilities.update(capabilities)
         self._warm_up()
+        durable = self.config.state_dir is not None
         return {
             # We speak only version 1: an unknown (newer) version is answered with ours, never echoed.
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": durable,
                 "promptCapabilities": {
                     "image": self.config.model_accepts_images,
                     "audio": False,
                     "embeddedContext": True,
                 },
                 "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {"close": {}, "additionalDirectories": {}},
+                "sessionCapabilities": {
+                    "close": {},
+                    "additionalDirectories": {},
+                    **({"list": {}, "resume": {}} if durable else {}),
+                },
             },
             "authMethods": [],
             "agentInfo": {"name": "dsh-acp", "title": "dsh-acp", "version": VERSION},

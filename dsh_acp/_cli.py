@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._config import VERSION, AgentConfig, counter_ids
+from ._config import FIXED_TIME, VERSION, AgentConfig, counter_ids
 
 __all__ = ["build_config", "main"]
 
@@ -76,9 +76,20 @@ def _parser() -> argparse.ArgumentParser:
         help="...or MS ms after the first unsent byte (default 50; 0 = only on size and at the end)",
     )
     parser.add_argument(
+        "--mode",
+        default="default",
+        choices=["default", "accept_edits", "plan", "bypass"],
+        help="the permission mode new sessions start in (default: default, where edits and commands ask)",
+    )
+    parser.add_argument(
         "--local-fs",
         action="store_true",
         help="read and write files on disk even when the editor offers its buffers (fs/*)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where session logs live (default: $DSH_STATE_DIR, else $XDG_STATE_HOME/dsh-acp)",
     )
     parser.add_argument(
         "--deterministic",
@@ -120,11 +131,18 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     config.coalesce_bytes = args.coalesce_bytes
     config.coalesce_delay = args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None
     config.force_local_fs = args.local_fs
+    config.default_mode = args.mode
+    from pathlib import Path
+
+    from ._store import default_state_dir
+
+    config.state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
     if args.deterministic:
         config.session_ids = counter_ids("session-")
         config.message_ids = counter_ids("message-")
         config.coalesce_delay = None
         config.deterministic = True
+        config.clock = lambda: FIXED_TIME
     config.log_level = args.log_level
     config.max_message_bytes = args.max_message_bytes
     return config

@@ -8,6 +8,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,7 +17,16 @@ if TYPE_CHECKING:
 
     from ._model import Model
 
-__all__ = ["AgentConfig", "counter_ids", "random_ids"]
+__all__ = ["FIXED_TIME", "AgentConfig", "counter_ids", "random_ids", "utc_now"]
+
+FIXED_TIME = "2026-01-01T00:00:00Z"
+"""The clock of ``--deterministic`` runs."""
+
+
+def utc_now() -> str:
+    """The current time as ISO 8601 UTC (the session log's timestamps)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
 
 VERSION = "0.1.0"
 
@@ -54,6 +65,13 @@ class AgentConfig:
     coalesce_bytes: int = 64 * 1024
     coalesce_delay: float | None = 0.05
     force_local_fs: bool = False
+    default_mode: str = "default"
+    """The permission mode new sessions start in (``default``, ``accept_edits``, ``plan``, ``bypass``)."""
+    state_dir: Path | None = None
+    """Where session logs live; ``None`` keeps sessions in memory only (no load/list/resume)."""
+    clock: Callable[[], str] = utc_now
+    secrets: tuple[str, ...] = ()
+    """Values never to write to a session log (the API key), besides secret-looking variables."""
     deterministic: bool = False
     """Golden-test mode: everything that would vary between runs is fixed."""
     log_level: str = "warning"

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, ToolRegistry
 
-from ._bridge import RenderContext
+from ._bridge import RenderContext, wire_block
 from ._coalesce import CoalescePolicy
 from ._config import AgentConfig
 from ._connection import (
@@ -24,14 +24,21 @@ from ._connection import (
     RpcError,
 )
 from ._model import ModelAuthError, ModelError, UserMessage
+from ._modes import MODES, PermissionState, mode_gate, modes_wire
+from ._replay import replay_updates, restore_state
 from ._scripted import ScriptExhausted
 from ._session import Session, SessionIO, Turn
+from ._store import Redactor, SessionBusy, SessionStore
 from ._turn import LoopSettings, StopReason, TurnRunner
 from ._wire import (
     AuthenticateParams,
+    ListSessionsParams,
+    LoadSessionParams,
     NewSessionParams,
     PromptParams,
+    ResumeSessionParams,
     SessionIdParams,
+    SetModeParams,
 )
 
 __all__ = ["NO_MODEL_MESSAGE", "Protocol"]
@@ -42,8 +49,7 @@ NO_MODEL_MESSAGE = (
     "No model is configured, so I cannot answer yet. Start dsh-acp with `--model script:PATH` "
     "(a scripted model, see the README) or `--model openai:<name>` with an API key."
 )
-
-Handler = Callable[[Any], Awaitable[Any]]
+_PAGE = 50
 
 
 def _validate(model: type[BaseModel], params: Any) -> Any:
@@ -73,10 +79,17 @@ class Protocol:
         self.client_capabilities = client_capabilities
         self.sessions: dict[str, Session] = {}
         self.tools = ToolRegistry()
+        # The mode policy goes first so that it wraps every other policy (see _modes).
+        self.tools.on_pre_execute(mode_gate(self.tools))
         for definition in config.tools() if config.tools else ():
             self.tools.register(definition)
         if config.configure_registry is not None:
             config.configure_registry(self.tools)
+        self.store = (
+            SessionStore(config.state_dir, clock=config.clock, redact=Redactor(config.secrets))
+            if config.state_dir is not None
+            else None
+        )
         self.settings = LoopSettings(
             max_model_requests=config.max_model_requests,
             coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),
@@ -85,7 +98,11 @@ class Protocol:
         self._methods: dict[str, Callable[[Any], Awaitable[Any]]] = {
             "authenticate": self._authenticate,
             "session/new": self._new_session,
+            "session/load": self._load_session,
+            "session/resume": self._resume_session,
+            "session/list": self._list_sessions,
             "session/close": self._close_session,
+            "session/set_mode": self._set_mode,
         }
 
     # -- routing ----------------------------------------------------------------------------
@@ -96,7 +113,9 @@ class Protocol:
         if method == "session/prompt":
             return self._start_prompt(params)
         handler = self._methods.get(method)
-        if handler is None:
+        if handler is None or (
+            self.store is None and method in ("session/load", "session/resume", "session/list")
+        ):
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
         return handler(params)
 
@@ -119,32 +138,108 @@ class Protocol:
             raise RpcError(RESOURCE_NOT_FOUND, f'Resource not found: session "{session_id}"')
         return session
 
-    # -- methods ----------------------------------------------------------------------------
+    # -- sessions ---------------------------------------------------------------------------
 
     async def _authenticate(self, params: Any) -> dict[str, Any]:
         parsed: AuthenticateParams = _validate(AuthenticateParams, params)
         raise RpcError(INVALID_PARAMS, f'Invalid params: unknown auth method "{parsed.method_id}"')
 
-    async def _new_session(self, params: Any) -> dict[str, Any]:
-        parsed: NewSessionParams = _validate(NewSessionParams, params)
-        if parsed.mcp_servers:
-            _log.warning("MCP servers are not connected yet; ignoring %d", len(parsed.mcp_servers))
-        session = self._make_session(self.config.session_ids(), parsed)
-        self.sessions[session.session_id] = session
-        return {"sessionId": session.session_id}
+    def _session_answer(self, session: Session) -> dict[str, Any]:
+        return {"modes": modes_wire(session.permissions)}
 
     def _make_session(self, session_id: str, parsed: NewSessionParams) -> Session:
-        return Session(
+        permissions = PermissionState(mode=self.config.default_mode)
+        session = Session(
             session_id=session_id,
             cwd=parsed.cwd,
             model=self.config.model() if self.config.model else None,
             registry=self.tools.layer(),
-            services=Services(),
+            services=Services(permissions),
             render=RenderContext.for_client(parsed.cwd, self.client_capabilities),
             io=self._io,
             additional_directories=tuple(parsed.additional_directories),
             mcp_servers=list(parsed.mcp_servers),
+            permissions=permissions,
         )
+        if parsed.mcp_servers:
+            _log.warning("MCP servers are not connected yet; ignoring %d", len(parsed.mcp_servers))
+        return session
+
+    async def _new_session(self, params: Any) -> dict[str, Any]:
+        parsed: NewSessionParams = _validate(NewSessionParams, params)
+        session = self._make_session(self.config.session_ids(), parsed)
+        if self.store is not None:
+            session.log = self.store.create(
+                session.session_id, session.cwd, list(session.additional_directories)
+            )
+        self.sessions[session.session_id] = session
+        return {"sessionId": session.session_id, **self._session_answer(session)}
+
+    def _restore(self, parsed: LoadSessionParams) -> tuple[Session, list[dict[str, Any]]]:
+        """A stored session, reopened (or the one already open here) with its events."""
+        assert self.store is not None
+        try:
+            loaded = self.store.load(parsed.session_id)
+        except KeyError:
+            raise RpcError(RESOURCE_NOT_FOUND, f'Resource not found: session "{parsed.session_id}"') from None
+        except ValueError as error:
+            raise RpcError(INTERNAL_ERROR, str(error)) from None
+        session = self.sessions.get(parsed.session_id)
+        if session is None:
+            session = self._make_session(parsed.session_id, parsed)
+            try:
+                session.log = self.store.open(parsed.session_id)
+            except SessionBusy as error:
+                raise RpcError(INVALID_PARAMS, f"Invalid params: {error}") from None
+            restored = restore_state(loaded.events)
+            session.history = restored.history
+            session.permissions.mode = restored.permissions.mode
+            session.permissions.allow |= restored.permissions.allow
+            session.permissions.reject |= restored.permissions.reject
+            session.title = restored.title
+            self.sessions[session.session_id] = session
+        return session, loaded.events
+
+    async def _load_session(self, params: Any) -> dict[str, Any]:
+        parsed: LoadSessionParams = _validate(LoadSessionParams, params)
+        session, events = self._restore(parsed)
+        for update in replay_updates(events, session.render):
+            await session.send(update)
+        return self._session_answer(session)
+
+    async def _resume_session(self, params: Any) -> dict[str, Any]:
+        parsed: ResumeSessionParams = _validate(ResumeSessionParams, params)
+        session, _ = self._restore(parsed)
+        return self._session_answer(session)
+
+    async def _list_sessions(self, params: Any) -> dict[str, Any]:
+        parsed: ListSessionsParams = _validate(ListSessionsParams, params)
+        assert self.store is not None
+        stored = self.store.list(parsed.cwd)
+        start = 0
+        if parsed.cursor:
+            try:
+                start = int(parsed.cursor)
+            except ValueError:
+                raise RpcError(
+                    INVALID_PARAMS, f"Invalid params: cursor {parsed.cursor!r} is not one we gave"
+                ) from None
+        page = stored[start : start + _PAGE]
+        answer: dict[str, Any] = {
+            "sessions": [
+                {
+                    "sessionId": s.session_id,
+                    "cwd": s.cwd,
+                    "additionalDirectories": s.additional_directories,
+                    "title": s.title,
+                    "updatedAt": s.updated_at,
+                }
+                for s in page
+            ]
+        }
+        if start + _PAGE < len(stored):
+            answer["nextCursor"] = str(start + _PAGE)
+        return answer
 
     async def _close_session(self, params: Any) -> dict[str, Any]:
         parsed: SessionIdParams = _validate(SessionIdParams, params)
@@ -156,6 +251,17 @@ class Protocol:
                 await turn.done.wait()  # the prompt answers `cancelled` first
         self.sessions.pop(parsed.session_id, None)
         await session.aclose()
+        return {}
+
+    async def _set_mode(self, params: Any) -> dict[str, Any]:
+        parsed: SetModeParams = _validate(SetModeParams, params)
+        session = self._session(parsed.session_id)
+        if parsed.mode_id not in MODES:
+            raise RpcError(
+                INVALID_PARAMS, f'Invalid params: unknown mode "{parsed.mode_id}"; one of {list(MODES)}'
+            )
+        session.permissions.mode = parsed.mode_id
+        session.record({"type": "mode", "mode_id": parsed.mode_id})
         return {}
 
     # -- prompts ----------------------------------------------------------------------------
@@ -186,6 +292,13 @@ class Protocol:
         try:
             with turn.scope:
                 session.history.append(UserMessage(prompt))
+                session.record(
+                    {
+                        "type": "user",
+                        "content": [wire_block(block) for block in prompt],
+                        "message_id": self.config.message_ids(),
+                    }
+                )
                 if session.model is None:
                     await self._explain_no_model(session)
                     stop = "end_turn"
@@ -194,6 +307,7 @@ class Protocol:
             if turn.cancel_requested:
                 stop = "cancelled"
                 await runner.close_open_calls()
+            session.record({"type": "stop", "reason": stop})
             return {"stopReason": stop}
         except ScriptExhausted as error:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
@@ -215,10 +329,14 @@ class Protocol:
             turn.done.set()
 
     async def _explain_no_model(self, session: Session) -> None:
+        message_id = self.config.message_ids()
         await session.send(
             {
                 "sessionUpdate": "agent_message_chunk",
                 "content": {"type": "text", "text": NO_MODEL_MESSAGE},
-                "messageId": self.config.message_ids(),
+                "messageId": message_id,
             }
+        )
+        session.record(
+            {"type": "assistant", "text": NO_MODEL_MESSAGE, "text_id": message_id, "tool_calls": []}
         )

@@ -12,6 +12,8 @@ from dsh_tools import Services, ToolRegistry
 
 from ._bridge import RenderContext
 from ._model import Message, Model
+from ._modes import PermissionState
+from ._store import SessionLog
 
 __all__ = ["Session", "SessionIO", "Turn"]
 
@@ -55,8 +57,15 @@ class Session:
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     history: list[Message] = field(default_factory=list)
     turn: Turn | None = None
-    always_allow: set[str] = field(default_factory=set)
-    always_reject: set[str] = field(default_factory=set)
+    permissions: PermissionState = field(default_factory=PermissionState)
+    log: SessionLog | None = None
+    """The durable event log (``None`` when the agent keeps no state)."""
+    title: str | None = None
+
+    def record(self, event: dict[str, Any]) -> None:
+        """Append an event to the session log, if the session has one."""
+        if self.log is not None:
+            self.log.append(event)
 
     async def send(self, update: dict[str, Any]) -> None:
         """Send one ``session/update`` of this session."""
@@ -69,3 +78,5 @@ class Session:
         self.registry.close()
         with anyio.CancelScope(shield=True):
             await self.services.aclose()
+        if self.log is not None:
+            self.log.close()

@@ -3,7 +3,8 @@
 Tool calls follow the lifecycle editors expect (DESIGN §3): announced with ``tool_call`` before
 they run — ``pending`` while a person is asked, else ``in_progress`` — live terminal output while
 they run, one final ``completed``/``failed`` update each, and on cancel every open call closed as
-``failed`` before the prompt answers ``cancelled``.
+``failed`` before the prompt answers ``cancelled``. Everything the turn does is also written to
+the session log, from which ``session/load`` replays it through the same bridge functions.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ._bridge import (
     permission_tool_call,
     plan_update,
     status_update,
+    wire_block,
 )
 from ._coalesce import CoalescePolicy, OutputCoalescer
 from ._connection import RpcError
@@ -55,9 +57,10 @@ from ._model import (
     ToolResultMessage,
     Usage,
 )
+from ._modes import permission_key
 from ._session import Session
 
-__all__ = ["LoopSettings", "StopReason", "TurnRunner"]
+__all__ = ["CANCELLED_TEXT", "PERMISSION_OPTIONS", "LoopSettings", "StopReason", "TurnRunner", "view_json"]
 
 _log = logging.getLogger("dsh_acp.turn")
 
@@ -68,6 +71,7 @@ _STOP: dict[FinishReason, StopReason] = {
     "length": "max_tokens",
     "refusal": "refusal",
 }
+CANCELLED_TEXT = "Error: the user cancelled this call before it finished"
 
 PERMISSION_OPTIONS = [
     {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
@@ -87,8 +91,6 @@ class LoopSettings:
     """The model sees at most this much of each result's text (head and tail, marker between)."""
     coalesce: CoalescePolicy = field(default_factory=CoalescePolicy)
     system_prompt: Callable[[Session], str] | None = None
-    new_id: Callable[[], str] | None = None
-    """Message ids; ``None`` uses random UUIDs."""
 
 
 @dataclass(eq=False)
@@ -97,10 +99,16 @@ class _Call:
     announced: bool = False
     finished: bool = False
     output: OutputCoalescer | None = None
+    model_result: ToolResultMessage | None = None
 
     @property
     def is_plan(self) -> bool:
         return isinstance(self.info.view, PlanView)
+
+
+def view_json(view: Any) -> Any:
+    """A render intent as plain JSON for the session log (``None`` stays ``None``)."""
+    return None if view is None else view.model_dump(mode="json")
 
 
 def _parse_arguments(text: str) -> Any:
@@ -120,18 +128,15 @@ class TurnRunner:
         self.settings = settings
         self._new_id = new_id
         self._calls: dict[str, _Call] = {}
+        self._step: list[_Call] = []
         self._group: TaskGroup | None = None
 
     # -- the loop -------------------------------------------------------------------------
 
     async def run(self) -> StopReason:
         """Drive the model until it stops asking for tools (or a limit is reached)."""
-        session = self.session
-        if session.model is None:
-            raise RuntimeError("no model")
         for _ in range(self.settings.max_model_requests):
             message, finish = await self._model_step()
-            session.history.append(message)
             if finish in ("length", "refusal") or not message.tool_calls:
                 return _STOP[finish]
             await self._run_tools(message.tool_calls)
@@ -148,39 +153,51 @@ class TurnRunner:
         reasoning: list[str] = []
         calls: list[ToolCallRequest] = []
         finish: FinishReason = "stop"
-        text_id: str | None = None
-        thought_id: str | None = None
+        ids: dict[str, str] = {}
         send = session.send
-        async for event in session.model.stream(request):
-            if type(event) is TextDelta:
-                if text_id is None:
-                    text_id = self._new_id()
-                text.append(event.text)
-                await send(
+        try:
+            async for event in session.model.stream(request):
+                if type(event) is TextDelta:
+                    text.append(event.text)
+                    await send(
+                        {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": event.text},
+                            "messageId": ids.get("text") or ids.setdefault("text", self._new_id()),
+                        }
+                    )
+                elif type(event) is ReasoningDelta:
+                    reasoning.append(event.text)
+                    await send(
+                        {
+                            "sessionUpdate": "agent_thought_chunk",
+                            "content": {"type": "text", "text": event.text},
+                            "messageId": ids.get("thought") or ids.setdefault("thought", self._new_id()),
+                        }
+                    )
+                elif type(event) is ToolCallRequest:
+                    calls.append(event)
+                elif type(event) is Usage:
+                    await self._usage(event)
+                elif type(event) is Finish:
+                    finish = event.reason
+        finally:
+            # Also when cancelled mid-stream: what the user saw stays in the conversation and log.
+            message = AssistantMessage(
+                text="".join(text), reasoning="".join(reasoning), tool_calls=tuple(calls)
+            )
+            if text or reasoning or calls:
+                session.history.append(message)
+                session.record(
                     {
-                        "sessionUpdate": "agent_message_chunk",
-                        "content": {"type": "text", "text": event.text},
-                        "messageId": text_id,
+                        "type": "assistant",
+                        "text": message.text,
+                        "reasoning": message.reasoning,
+                        "text_id": ids.get("text"),
+                        "thought_id": ids.get("thought"),
+                        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
                     }
                 )
-            elif type(event) is ReasoningDelta:
-                if thought_id is None:
-                    thought_id = self._new_id()
-                reasoning.append(event.text)
-                await send(
-                    {
-                        "sessionUpdate": "agent_thought_chunk",
-                        "content": {"type": "text", "text": event.text},
-                        "messageId": thought_id,
-                    }
-                )
-            elif type(event) is ToolCallRequest:
-                calls.append(event)
-            elif type(event) is Usage:
-                await self._usage(event)
-            elif type(event) is Finish:
-                finish = event.reason
-        message = AssistantMessage(text="".join(text), reasoning="".join(reasoning), tool_calls=tuple(calls))
         return message, finish
 
     async def _usage(self, usage: Usage) -> None:
@@ -194,6 +211,7 @@ class TurnRunner:
     async def _run_tools(self, requests: Sequence[ToolCallRequest]) -> None:
         session = self.session
         executions = []
+        self._step = []
         for request in requests:
             arguments = _parse_arguments(request.arguments)
             definition = session.registry.get(request.name)
@@ -205,7 +223,19 @@ class TurnRunner:
                 view=view,
                 kind=definition.kind if definition else "other",
             )
-            self._calls[request.id] = _Call(info)
+            call = _Call(info)
+            self._calls[request.id] = call
+            self._step.append(call)
+            session.record(
+                {
+                    "type": "tool_call",
+                    "call_id": request.id,
+                    "name": request.name,
+                    "arguments": arguments,
+                    "kind": info.kind,
+                    "view": view_json(view),
+                }
+            )
             executions.append(
                 ToolExecution(
                     call_id=request.id,
@@ -215,7 +245,7 @@ class TurnRunner:
                     session_id=session.session_id,
                     additional_directories=session.additional_directories,
                     services=session.services,
-                    progress=self._progress_sink(request.id),
+                    progress=self._progress_sink(call),
                     approver=self._approve,
                     on_dispatch=self._dispatched,
                 )
@@ -225,20 +255,35 @@ class TurnRunner:
             results = await session.registry.execute_many(executions, on_result=self._finished)
             group.cancel_scope.cancel()  # only coalescer timers remain, and they have flushed
         self._group = None
-        session.history.extend(
-            self._model_result(request, result) for request, result in zip(requests, results, strict=True)
-        )
+        self._settle_step()
         context = [result.additional_context for result in results if result.additional_context]
         if context:
-            session.history.append(ContextMessage("\n\n".join(context)))
+            text = "\n\n".join(context)
+            session.history.append(ContextMessage(text))
+            session.record({"type": "context", "text": text})
 
-    def _model_result(self, request: ToolCallRequest, result: ToolExecutionResult) -> ToolResultMessage:
-        return ToolResultMessage(
-            call_id=request.id,
-            name=request.name,
-            content=_budget(result.content, self.settings.output_head, self.settings.output_tail),
-            is_error=result.is_error,
-        )
+    def _settle_step(self) -> None:
+        """Add the step's results to the conversation in call order; a call that has none (the
+        turn was cancelled) gets a cancelled result, so the conversation stays well formed."""
+        for call in self._step:
+            if call.model_result is None:
+                call.model_result = ToolResultMessage(
+                    call.info.call_id, call.info.name, (TextBlock(text=CANCELLED_TEXT),), is_error=True
+                )
+                self.session.record(
+                    {
+                        "type": "tool_result",
+                        "call_id": call.info.call_id,
+                        "content": [{"type": "text", "text": CANCELLED_TEXT}],
+                        "is_error": True,
+                        "error": None,
+                        "meta": None,
+                        "view": None,
+                        "cancelled": True,
+                    }
+                )
+            self.session.history.append(call.model_result)
+        self._step = []
 
     async def _announce(self, call: _Call, status: ToolCallStatus) -> None:
         call.announced = True
@@ -252,15 +297,15 @@ class TurnRunner:
             await self._announce(call, "in_progress")
         elif not call.is_plan:
             await self.session.send(status_update(call.info.call_id, "in_progress"))
-        if call.is_plan:
-            assert isinstance(call.info.view, PlanView)
+        if isinstance(call.info.view, PlanView):
             await self.session.send(plan_update(call.info.view))
 
-    def _progress_sink(self, call_id: str) -> Callable[[TerminalOutput], Any]:
+    def _progress_sink(self, call: _Call) -> Callable[[TerminalOutput], Any]:
+        render = self.session.render
+
         async def sink(event: TerminalOutput) -> None:
-            call = self._calls[call_id]
             if call.output is None:
-                if self.session.render.terminal_key is None or not call.info.is_terminal:
+                if render.terminal_key is None or not call.info.is_terminal:
                     return  # a client without terminals gets the output once, at the end
                 assert self._group is not None
                 call.output = OutputCoalescer(self._flusher(call), self.settings.coalesce, self._group)
@@ -277,32 +322,47 @@ class TurnRunner:
         return flush
 
     async def _finished(self, result: ToolExecutionResult) -> None:
+        session = self.session
         call = self._calls[result.call_id]
         if call.output is not None:
             await call.output.aclose()
         if not call.announced:
             await self._announce(call, "pending")  # it never ran: refused before dispatch
-        definition = self.session.registry.get(call.info.name)
+        definition = session.registry.get(call.info.name)
         tool_result = result.as_tool_result()
         view = definition.result_view(call.info.arguments, tool_result) if definition else None
+        content = _budget(result.content, self.settings.output_head, self.settings.output_tail)
+        call.model_result = ToolResultMessage(call.info.call_id, call.info.name, content, result.is_error)
         call.finished = True
+        session.record(
+            {
+                "type": "tool_result",
+                "call_id": result.call_id,
+                "content": [wire_block(block) for block in content],
+                "is_error": result.is_error,
+                "error": None
+                if result.error is None
+                else {"name": result.error.name, "code": result.error.code},
+                "meta": result.meta,
+                "view": view_json(view),
+            }
+        )
         if call.is_plan:
             if isinstance(view, PlanView) and not result.is_error:
-                await self.session.send(plan_update(view))
+                await session.send(plan_update(view))
             return
-        for update in finish_call(
-            call.info, tool_result, view, self.session.render, streamed=_streamed(call)
-        ):
-            await self.session.send(update)
+        for update in finish_call(call.info, tool_result, view, session.render, streamed=_streamed(call)):
+            await session.send(update)
 
     async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
         session = self.session
         call = self._calls[execution.call_id]
-        key = call.info.name
-        if key in session.always_allow:
+        key = permission_key(session.registry.get(execution.name), execution.name, execution.arguments)
+        rules = session.permissions
+        if key in rules.allow:
             return Allow()
-        if key in session.always_reject:
-            return Deny(f"the user rejected every {key} call for this session")
+        if key in rules.reject:
+            return Deny(f"the user rejected {key} for the rest of this session")
         await self._announce(call, "pending")
         params = {
             "sessionId": session.session_id,
@@ -321,10 +381,10 @@ class TurnRunner:
             await anyio.lowlevel.checkpoint()  # raises: the turn's scope is cancelled
             return Deny("the turn was cancelled")
         option = outcome.get("optionId") if isinstance(outcome, dict) and kind == "selected" else None
-        if option == "allow_always":
-            session.always_allow.add(key)
-        elif option == "reject_always":
-            session.always_reject.add(key)
+        if option in ("allow_always", "reject_always"):
+            rule = "allow" if option == "allow_always" else "reject"
+            (rules.allow if rule == "allow" else rules.reject).add(key)
+            session.record({"type": "permission", "rule": rule, "key": key})
         if option in ("allow_once", "allow_always"):
             return Allow()
         if option in ("reject_once", "reject_always"):
@@ -334,7 +394,8 @@ class TurnRunner:
     # -- cancellation ---------------------------------------------------------------------
 
     async def close_open_calls(self) -> None:
-        """Close every announced call that has not finished as ``failed`` (after a cancel)."""
+        """After a cancel: close every announced, unfinished call as ``failed``, and settle the
+        conversation so that every tool call of the interrupted step has a result."""
         for call in self._calls.values():
             if call.announced and not call.finished and not call.is_plan:
                 call.finished = True
@@ -342,6 +403,8 @@ class TurnRunner:
                     await call.output.aclose()  # what the tool printed before the cancel still shows
                 for update in cancelled_call(call.info, self.session.render, streamed=_streamed(call)):
                     await self.session.send(update)
+        if self._step:
+            self._settle_step()
 
 
 def _streamed(call: _Call) -> bool:

@@ -24,6 +24,7 @@ def scripted(
         session_ids=counter_ids("sess-"),
         message_ids=counter_ids("msg-"),
         coalesce_delay=None,
+        default_mode="bypass",  # tests of cards run everything; permission tests pick their mode
     )
     for key, value in overrides.items():
         setattr(config, key, value)

@@ -14,7 +14,6 @@ from dsh_acp._model import ContextMessage, ToolResultMessage
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Accept,
-    Ask,
     DiffCallView,
     DiffResultView,
     FileDiff,
@@ -22,8 +21,6 @@ from dsh_tools import (
     Location,
     PostNext,
     PostToolDecision,
-    PreNext,
-    PreToolDecision,
     TerminalCallView,
     TerminalOutput,
     TerminalResultView,
@@ -146,16 +143,6 @@ bad_view = define_tool(
 TOOLS = [look, run, patch, boom, bad_view]
 
 
-def ask_for_edits(registry: ToolRegistry) -> None:
-    async def gate(execution: ToolExecution, next_: PreNext) -> PreToolDecision:
-        definition = registry.get(execution.name)
-        if definition is not None and definition.kind in ("edit", "execute"):
-            return Ask("edits and commands need approval")
-        return await next_()
-
-    registry.on_pre_execute(gate)
-
-
 def step(*calls: tuple[str, str, Any]) -> dict[str, Any]:
     return {"tool_calls": [{"id": i, "name": n, "arguments": a} for i, n, a in calls]}
 
@@ -172,7 +159,7 @@ async def one_turn(
 ) -> tuple[AcpClient, dict[str, Any], Any]:
     config, models = recorded([[*steps, {"text": "done"}]], TOOLS, **overrides)
     if gate:
-        config.configure_registry = ask_for_edits
+        config.default_mode = "default"  # edits and commands ask
     async with AcpClient.in_memory(config, schema=acp_schema, permission_answers=deque(answers)) as client:
         await client.initialize(capabilities)
         sid = await client.new_session(cwd)

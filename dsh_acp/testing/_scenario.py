@@ -166,7 +166,15 @@ class _Run:
 
     def agent_args(self) -> list[str]:
         model = self.scenario.folder / "model.json"
-        return ["--deterministic", "--model", f"script:{model}", *self.scenario.args]
+        state = self.root / "state"  # outlives a {"restart": {}} step, like a user's state dir
+        return [
+            "--deterministic",
+            "--state-dir",
+            str(state),
+            "--model",
+            f"script:{model}",
+            *self.scenario.args,
+        ]
 
     @asynccontextmanager
     async def agent(self) -> AsyncIterator[AcpClient]:

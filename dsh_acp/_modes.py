@@ -1,0 +1,110 @@
+"""Permission modes: a pre-execute policy keyed on the tools' declared kinds, never their names.
+
+- ``default``: reads and searches run; edits, writes and commands ask;
+- ``accept_edits``: edits inside the workspace run too; commands ask;
+- ``plan``: only read-only tools run; anything else is denied with a note that this is plan mode;
+- ``bypass``: everything runs (for trusted sandboxes).
+
+It wraps the other policies: whatever they deny stays denied in every mode (read-before-edit, a
+stale file), and what they ask about (access outside the workspace) is asked in every mode but
+``bypass``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dsh_tools import (
+    Allow,
+    Ask,
+    Deny,
+    PreExecuteListener,
+    PreNext,
+    PreToolDecision,
+    ToolDefinition,
+    ToolExecution,
+    ToolRegistry,
+)
+
+__all__ = ["MODES", "ModeId", "PermissionState", "mode_gate", "modes_wire", "permission_key"]
+
+ModeId = Literal["default", "accept_edits", "plan", "bypass"]
+
+MODES: dict[str, tuple[str, str]] = {
+    "default": ("Default", "Reads and searches run; edits, writes and commands ask first."),
+    "accept_edits": ("Accept edits", "Edits inside the workspace run; commands still ask first."),
+    "plan": ("Plan", "Read-only: the agent explores and proposes; nothing is changed."),
+    "bypass": ("Bypass permissions", "Everything runs without asking (trusted sandboxes only)."),
+}
+
+_READING = frozenset({"read", "search", "think"})
+_EDITING = frozenset({"edit", "delete", "move"})
+
+
+@dataclass(eq=False)
+class PermissionState:
+    """A session's mode and the answers a person gave "always" (kept in the session log)."""
+
+    mode: str = "default"
+    allow: set[str] = field(default_factory=set)
+    reject: set[str] = field(default_factory=set)
+
+
+def modes_wire(state: PermissionState) -> dict[str, Any]:
+    """The ACP ``SessionModeState`` for a session."""
+    return {
+        "currentModeId": state.mode,
+        "availableModes": [
+            {"id": mode_id, "name": name, "description": description}
+            for mode_id, (name, description) in MODES.items()
+        ],
+    }
+
+
+def permission_key(definition: ToolDefinition | None, name: str, arguments: Any) -> str:
+    """What an ``allow_always`` answer remembers: a command's program and subcommand
+    (``npm test``, ``git commit``, ``ls``) for shell-like tools, else the tool."""
+    command = arguments.get("command") if isinstance(arguments, dict) else None
+    if definition is not None and definition.kind == "execute" and isinstance(command, str):
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            words = command.split()
+        words = [w for w in words if "=" not in w or w.startswith("-")][:2]  # skip VAR=value prefixes
+        if len(words) == 2 and (words[1].startswith("-") or "/" in words[1] or "." in words[1]):
+            words = words[:1]  # `ls -la`, `cat a.txt`: the program alone
+        if words:
+            return f"{name}: {' '.join(words)}"
+    return name
+
+
+def mode_gate(registry: ToolRegistry) -> PreExecuteListener:
+    """The mode policy for every session of ``registry`` (each session's state is in its services)."""
+
+    async def gate(execution: ToolExecution, next_: PreNext) -> PreToolDecision:
+        decision = await next_()
+        if isinstance(decision, Deny):
+            return decision
+        state = execution.services.get(PermissionState)
+        mode = state.mode if state is not None else "default"
+        if mode == "bypass":
+            return Allow()
+        definition = registry.get(execution.name)
+        kind = definition.kind if definition is not None else "other"
+        read_only = definition is not None and definition.read_only
+        if mode == "plan" and not read_only:
+            return Deny(
+                f"the session is in plan mode, where only read-only tools run ({execution.name} is {kind}); "
+                "describe the change instead, and the user can switch modes to let it run"
+            )
+        if isinstance(decision, Ask):
+            return decision
+        if read_only or kind in _READING:
+            return Allow()
+        if mode == "accept_edits" and kind in _EDITING:
+            return Allow()
+        return Ask(f"{kind} tools ask first in {MODES[mode][0].lower()} mode")
+
+    return gate

@@ -1,0 +1,190 @@
+"""Reading a session log back: the updates that replay it to an editor, and the conversation
+the model continues from.
+
+Replay goes through the same pure bridge functions as the live run, fed with the logged views
+and ``meta``, so a loaded session shows the same cards, titles, statuses, diffs and text. Output
+that streamed live in many chunks replays as one; a call the log shows started but never finished
+(the agent was killed) replays as ``failed``, never ``pending``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from dsh_tools import (
+    ContentBlock,
+    PlanView,
+    TextBlock,
+    ToolCallView,
+    ToolResult,
+    ToolResultView,
+)
+
+from ._bridge import CallInfo, RenderContext, announce_call, cancelled_call, finish_call, plan_update
+from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
+from ._modes import PermissionState
+
+__all__ = ["RestoredState", "replay_updates", "restore_state"]
+
+_log = logging.getLogger("dsh_acp.replay")
+
+
+@functools.cache
+def _adapters() -> tuple[TypeAdapter[ContentBlock], TypeAdapter[ToolCallView], TypeAdapter[ToolResultView]]:
+    return TypeAdapter(ContentBlock), TypeAdapter(ToolCallView), TypeAdapter(ToolResultView)
+
+
+def _blocks(raw: Iterable[Any]) -> tuple[ContentBlock, ...]:
+    adapter = _adapters()[0]
+    out = []
+    for item in raw:
+        try:
+            out.append(adapter.validate_python(item))
+        except ValidationError:
+            _log.warning("session log: skipping a content block that no longer validates")
+    return tuple(out)
+
+
+def _view(raw: Any, result: bool = False) -> Any:
+    if raw is None:
+        return None
+    try:
+        return _adapters()[2 if result else 1].validate_python(raw)
+    except ValidationError:
+        _log.warning("session log: a logged view no longer validates; using the generic card")
+        return None
+
+
+def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> list[dict[str, Any]]:
+    """The ``session/update`` payloads that bring an editor to where the live run left it."""
+    updates: list[dict[str, Any]] = []
+    calls: dict[str, CallInfo] = {}
+    open_calls: dict[str, CallInfo] = {}
+    for event in events:
+        kind = event.get("type")
+        if kind == "user":
+            for block in event.get("content", ()):
+                update = {"sessionUpdate": "user_message_chunk", "content": block}
+                if event.get("message_id"):
+                    update["messageId"] = event["message_id"]
+                updates.append(update)
+        elif kind == "assistant":
+            for field_name, update_kind, id_key in (
+                ("reasoning", "agent_thought_chunk", "thought_id"),
+                ("text", "agent_message_chunk", "text_id"),
+            ):
+                if event.get(field_name):
+                    update = {
+                        "sessionUpdate": update_kind,
+                        "content": {"type": "text", "text": event[field_name]},
+                    }
+                    if event.get(id_key):
+                        update["messageId"] = event[id_key]
+                    updates.append(update)
+        elif kind == "tool_call":
+            info = CallInfo(
+                call_id=event["call_id"],
+                name=event["name"],
+                arguments=event.get("arguments"),
+                view=_view(event.get("view")),
+                kind=event.get("kind", "other"),
+            )
+            calls[info.call_id] = info
+            if isinstance(info.view, PlanView):
+                continue
+            open_calls[info.call_id] = info
+            updates.append(announce_call(info, "in_progress", render))
+        elif kind == "tool_result":
+            found = calls.get(event.get("call_id", ""))
+            if found is None:
+                continue
+            info = found
+            open_calls.pop(info.call_id, None)
+            result = ToolResult(
+                content=_blocks(event.get("content", ())),
+                is_error=bool(event.get("is_error")),
+                meta=event.get("meta"),
+            )
+            view = _view(event.get("view"), result=True)
+            if isinstance(info.view, PlanView):
+                if isinstance(view, PlanView) and not result.is_error:
+                    updates.append(plan_update(view))
+            elif event.get("cancelled"):
+                updates.extend(cancelled_call(info, render))
+            else:
+                updates.extend(finish_call(info, result, view, render, streamed=False))
+    for info in open_calls.values():  # the agent stopped before these finished
+        updates.extend(cancelled_call(info, render))
+    return updates
+
+
+@dataclass
+class RestoredState:
+    """What a session log restores besides the updates: the conversation and the settings."""
+
+    history: list[Message] = field(default_factory=list)
+    permissions: PermissionState = field(default_factory=PermissionState)
+    title: str | None = None
+
+
+def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
+    """Rebuild the model's conversation (tool results in call order; a call without a result gets
+    a cancelled one) and the session's mode, permission answers and title."""
+    from ._turn import CANCELLED_TEXT  # the loop writes it; import late to keep the modules apart
+
+    state = RestoredState()
+    pending: list[ToolCallRequest] = []
+    results: dict[str, ToolResultMessage] = {}
+
+    def settle() -> None:
+        for call in pending:
+            state.history.append(
+                results.get(call.id)
+                or ToolResultMessage(call.id, call.name, (TextBlock(text=CANCELLED_TEXT),), is_error=True)
+            )
+        pending.clear()
+        results.clear()
+
+    for event in events:
+        kind = event.get("type")
+        if kind in ("tool_call",):
+            continue
+        if kind == "tool_result":
+            call_id = event.get("call_id", "")
+            name = next((c.name for c in pending if c.id == call_id), "")
+            results[call_id] = ToolResultMessage(
+                call_id, name, _blocks(event.get("content", ())), bool(event.get("is_error"))
+            )
+            continue
+        if kind in ("user", "assistant", "context"):
+            settle()
+        if kind == "user":
+            state.history.append(UserMessage(_blocks(event.get("content", ()))))
+        elif kind == "assistant":
+            calls = tuple(
+                ToolCallRequest(c["id"], c["name"], c["arguments"]) for c in event.get("tool_calls", ())
+            )
+            state.history.append(
+                AssistantMessage(
+                    text=event.get("text", ""), reasoning=event.get("reasoning", ""), tool_calls=calls
+                )
+            )
+            pending.extend(calls)
+        elif kind == "context":
+            state.history.append(ContextMessage(event.get("text", "")))
+        elif kind == "mode":
+            state.permissions.mode = event.get("mode_id", state.permissions.mode)
+        elif kind == "permission":
+            (state.permissions.allow if event.get("rule") == "allow" else state.permissions.reject).add(
+                event["key"]
+            )
+        elif kind == "title":
+            state.title = event.get("title")
+    settle()
+    return state
