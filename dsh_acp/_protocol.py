@@ -193,7 +193,8 @@ class Protocol:
                 raise RpcError(INVALID_PARAMS, f"Invalid params: {error}") from None
             restored = restore_state(loaded.events)
             session.history = restored.history
-            session.permissions.mode = restored.permissions.mode
+            if restored.mode is not None:
+                session.permissions.mode = restored.mode
             session.permissions.allow |= restored.permissions.allow
             session.permissions.reject |= restored.permissions.reject
             session.title = restored.title

@@ -130,6 +130,8 @@ class RestoredState:
 
     history: list[Message] = field(default_factory=list)
     permissions: PermissionState = field(default_factory=PermissionState)
+    mode: str | None = None
+    """The last mode the session was switched to (``None``: it never was)."""
     title: str | None = None
 
 
@@ -179,7 +181,7 @@ def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
         elif kind == "context":
             state.history.append(ContextMessage(event.get("text", "")))
         elif kind == "mode":
-            state.permissions.mode = event.get("mode_id", state.permissions.mode)
+            state.mode = event.get("mode_id", state.mode)
         elif kind == "permission":
             (state.permissions.allow if event.get("rule") == "allow" else state.permissions.reject).add(
                 event["key"]
