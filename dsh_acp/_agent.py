@@ -110,7 +110,7 @@ class Agent:
             "agentCapabilities": {
                 "loadSession": durable,
                 "promptCapabilities": {
-                    "image": self.config.model_accepts_images,
+                    "image": any(choice.accepts_images for choice in self.config.models[:1]),
                     "audio": False,
                     "embeddedContext": True,
                 },

@@ -11,9 +11,10 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from ._config import FIXED_TIME, VERSION, AgentConfig, counter_ids
+from ._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids
 
 __all__ = ["build_config", "main"]
 
@@ -132,8 +133,6 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     config.coalesce_delay = args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None
     config.force_local_fs = args.local_fs
     config.default_mode = args.mode
-    from pathlib import Path
-
     from ._store import default_state_dir
 
     config.state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
@@ -161,8 +160,15 @@ def _model_config(spec: str | None, parser: argparse.ArgumentParser) -> AgentCon
         ScriptedModel.from_file(value)  # report a broken script now, not at the first prompt
     except ScriptError as error:
         parser.exit(2, f"dsh-acp: {error}\n")
-    config.model = lambda: ScriptedModel.from_file(value)
-    config.model_accepts_images = True
+    config.models = [
+        ModelChoice(
+            id=f"script:{Path(value).name}",
+            name=f"Script {Path(value).name}",
+            build=lambda: ScriptedModel.from_file(value),
+            accepts_images=True,
+            description="A scripted model (tests and demos)",
+        )
+    ]
     return config
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from ._model import Model
 
-__all__ = ["FIXED_TIME", "AgentConfig", "counter_ids", "random_ids", "utc_now"]
+__all__ = ["FIXED_TIME", "AgentConfig", "ModelChoice", "counter_ids", "random_ids", "utc_now"]
 
 FIXED_TIME = "2026-01-01T00:00:00Z"
 """The clock of ``--deterministic`` runs."""
@@ -48,13 +48,25 @@ def counter_ids(prefix: str) -> Callable[[], str]:
     return next_id
 
 
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model the user can pick (the session's model picker lists them)."""
+
+    id: str
+    name: str
+    build: Callable[[], Model]
+    """Builds one instance per session."""
+    accepts_images: bool = False
+    description: str | None = None
+
+
 @dataclass
 class AgentConfig:
     """Everything that varies between runs is here, so tests can pin it."""
 
-    model: Callable[[], Model] | None = None
-    """Builds one model per session; ``None`` serves without a model (prompts explain how to set one)."""
-    model_accepts_images: bool = False
+    models: list[ModelChoice] = field(default_factory=list)
+    """The models to pick from, the default first; empty serves without a model (prompts then
+    explain how to configure one)."""
     tools: Callable[[], Sequence[ToolDefinition]] | None = None
     """The process-wide tools, built on first use (not on the path to ``initialize``)."""
     configure_registry: Callable[[ToolRegistry], None] | None = None

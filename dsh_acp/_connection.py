@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from inspect import CORO_CREATED, getcoroutinestate, iscoroutine
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeGuard
 
@@ -39,6 +40,7 @@ __all__ = [
     "Connection",
     "ConnectionClosed",
     "Dispatcher",
+    "Reply",
     "RequestId",
     "RpcError",
 ]
@@ -77,6 +79,15 @@ class RpcError(Exception):
         if self.data is not None:
             error["data"] = self.data
         return error
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A handler's result with work to do right after the response is written (ACP wants some
+    notifications, such as a session's available commands, to follow the answer, never precede it)."""
+
+    result: Any
+    then: Callable[[], Awaitable[None]]
 
 
 class ConnectionClosed(Exception):
@@ -442,6 +453,7 @@ class Connection:
 
     async def _run_request(self, entry: _Incoming, awaitable: Awaitable[Any]) -> None:
         response: bytes | None = None
+        then: Callable[[], Awaitable[None]] | None = None
         try:
             with entry.scope:
                 try:
@@ -449,6 +461,8 @@ class Connection:
                 except Exception as exc:
                     response = self._error_response(entry.request_id, entry.method, exc)
                 else:
+                    if isinstance(result, Reply):
+                        result, then = result.result, result.then
                     response = self._result_response(entry.request_id, entry.method, result)
         finally:
             _discard_unstarted(awaitable)
@@ -457,6 +471,11 @@ class Connection:
         if response is None:  # our own scope caught the cancellation: $/cancel_request
             response = _error_bytes(entry.request_id, REQUEST_CANCELLED, "Request cancelled")
         self._reply(response)
+        if then is not None:
+            try:
+                await then()
+            except Exception:
+                logger.exception("the follow-up of %s failed", entry.method)
 
     def _on_notification(self, method: str, params: Any) -> None:
         if method == CANCEL_REQUEST_METHOD:

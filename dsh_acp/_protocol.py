@@ -9,11 +9,12 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, ToolRegistry
+from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, TextBlock, ToolRegistry
 
 from ._bridge import RenderContext, wire_block
 from ._coalesce import CoalescePolicy
-from ._config import AgentConfig
+from ._commands import available_commands, parse_command, tools_text
+from ._config import AgentConfig, ModelChoice
 from ._connection import (
     AUTH_REQUIRED,
     INTERNAL_ERROR,
@@ -21,10 +22,12 @@ from ._connection import (
     METHOD_NOT_FOUND,
     RESOURCE_NOT_FOUND,
     Connection,
+    Reply,
     RpcError,
 )
-from ._model import ModelAuthError, ModelError, UserMessage
+from ._model import ContextMessage, ModelAuthError, ModelError, UserMessage
 from ._modes import MODES, PermissionState, mode_gate, modes_wire
+from ._options import REASONING_OPTION, boolean_options_supported, config_options
 from ._replay import replay_updates, restore_state
 from ._scripted import ScriptExhausted
 from ._session import Session, SessionIO, Turn
@@ -38,6 +41,7 @@ from ._wire import (
     PromptParams,
     ResumeSessionParams,
     SessionIdParams,
+    SetConfigOptionParams,
     SetModeParams,
 )
 
@@ -103,6 +107,7 @@ class Protocol:
             "session/list": self._list_sessions,
             "session/close": self._close_session,
             "session/set_mode": self._set_mode,
+            "session/set_config_option": self._set_config_option,
         }
 
     # -- routing ----------------------------------------------------------------------------
@@ -145,14 +150,29 @@ class Protocol:
         raise RpcError(INVALID_PARAMS, f'Invalid params: unknown auth method "{parsed.method_id}"')
 
     def _session_answer(self, session: Session) -> dict[str, Any]:
-        return {"modes": modes_wire(session.permissions)}
+        return {
+            "modes": modes_wire(session.permissions),
+            "configOptions": config_options(session, self.config.models, self.client_capabilities),
+        }
+
+    def _choice(self, model_id: str | None) -> ModelChoice | None:
+        models = self.config.models
+        return next((m for m in models if m.id == model_id), models[0] if models else None)
+
+    def _announce_commands(self, session: Session) -> Callable[[], Awaitable[None]]:
+        async def send() -> None:
+            await session.send(available_commands())
+
+        return send
 
     def _make_session(self, session_id: str, parsed: NewSessionParams) -> Session:
         permissions = PermissionState(mode=self.config.default_mode)
+        choice = self._choice(None)
         session = Session(
             session_id=session_id,
             cwd=parsed.cwd,
-            model=self.config.model() if self.config.model else None,
+            model=choice.build() if choice else None,
+            model_id=choice.id if choice else None,
             registry=self.tools.layer(),
             services=Services(permissions),
             render=RenderContext.for_client(parsed.cwd, self.client_capabilities),
@@ -173,7 +193,8 @@ class Protocol:
                 session.session_id, session.cwd, list(session.additional_directories)
             )
         self.sessions[session.session_id] = session
-        return {"sessionId": session.session_id, **self._session_answer(session)}
+        answer = {"sessionId": session.session_id, **self._session_answer(session)}
+        return Reply(answer, self._announce_commands(session))  # type: ignore[return-value]
 
     def _restore(self, parsed: LoadSessionParams) -> tuple[Session, list[dict[str, Any]]]:
         """A stored session, reopened (or the one already open here) with its events."""
@@ -198,6 +219,12 @@ class Protocol:
             session.permissions.allow |= restored.permissions.allow
             session.permissions.reject |= restored.permissions.reject
             session.title = restored.title
+            session.prompts = restored.prompts
+            session.show_reasoning = restored.show_reasoning
+            if restored.model_id is not None and restored.model_id != session.model_id:
+                choice = self._choice(restored.model_id)
+                if choice is not None and choice.id == restored.model_id:
+                    session.model, session.model_id = choice.build(), choice.id
             self.sessions[session.session_id] = session
         return session, loaded.events
 
@@ -206,12 +233,12 @@ class Protocol:
         session, events = self._restore(parsed)
         for update in replay_updates(events, session.render):
             await session.send(update)
-        return self._session_answer(session)
+        return Reply(self._session_answer(session), self._announce_commands(session))  # type: ignore[return-value]
 
     async def _resume_session(self, params: Any) -> dict[str, Any]:
         parsed: ResumeSessionParams = _validate(ResumeSessionParams, params)
         session, _ = self._restore(parsed)
-        return self._session_answer(session)
+        return Reply(self._session_answer(session), self._announce_commands(session))  # type: ignore[return-value]
 
     async def _list_sessions(self, params: Any) -> dict[str, Any]:
         parsed: ListSessionsParams = _validate(ListSessionsParams, params)
@@ -257,13 +284,67 @@ class Protocol:
     async def _set_mode(self, params: Any) -> dict[str, Any]:
         parsed: SetModeParams = _validate(SetModeParams, params)
         session = self._session(parsed.session_id)
-        if parsed.mode_id not in MODES:
+        self._switch_mode(session, parsed.mode_id)
+        return Reply({}, self._options_changed(session))  # type: ignore[return-value]
+
+    def _switch_mode(self, session: Session, mode_id: str) -> None:
+        if mode_id not in MODES:
+            raise RpcError(INVALID_PARAMS, f'Invalid params: unknown mode "{mode_id}"; one of {list(MODES)}')
+        session.permissions.mode = mode_id
+        session.record({"type": "mode", "mode_id": mode_id})
+
+    async def _switch_model(self, session: Session, model_id: str) -> None:
+        choice = next((m for m in self.config.models if m.id == model_id), None)
+        if choice is None:
+            known = [m.id for m in self.config.models]
+            raise RpcError(INVALID_PARAMS, f'Invalid params: unknown model "{model_id}"; one of {known}')
+        if choice.id != session.model_id:
+            await session.set_model(choice.build(), choice.id)
+            session.record({"type": "config", "model_id": choice.id})
+
+    def _options_changed(self, session: Session, *, mode: bool = False) -> Callable[[], Awaitable[None]]:
+        """Keep the editor's pickers in step: the complete option list (and the mode)."""
+
+        async def send() -> None:
+            if mode:
+                await session.send(
+                    {"sessionUpdate": "current_mode_update", "currentModeId": session.permissions.mode}
+                )
+            options = config_options(session, self.config.models, self.client_capabilities)
+            await session.send({"sessionUpdate": "config_option_update", "configOptions": options})
+
+        return send
+
+    async def _set_config_option(self, params: Any) -> dict[str, Any]:
+        parsed: SetConfigOptionParams = _validate(SetConfigOptionParams, params)
+        session = self._session(parsed.session_id)
+        value = parsed.value
+        if parsed.config_id == "mode" and isinstance(value, str):
+            self._switch_mode(session, value)
+            answer = {"configOptions": config_options(session, self.config.models, self.client_capabilities)}
+            return Reply(answer, self._mode_changed(session))  # type: ignore[return-value]
+        if parsed.config_id == "model" and isinstance(value, str) and self.config.models:
+            await self._switch_model(session, value)
+        elif (
+            parsed.config_id == REASONING_OPTION
+            and isinstance(value, bool)
+            and boolean_options_supported(self.client_capabilities)
+        ):
+            session.show_reasoning = value
+            session.record({"type": "config", "show_reasoning": value})
+        else:
             raise RpcError(
-                INVALID_PARAMS, f'Invalid params: unknown mode "{parsed.mode_id}"; one of {list(MODES)}'
+                INVALID_PARAMS, f'Invalid params: no config option "{parsed.config_id}" takes {value!r}'
             )
-        session.permissions.mode = parsed.mode_id
-        session.record({"type": "mode", "mode_id": parsed.mode_id})
-        return {}
+        return {"configOptions": config_options(session, self.config.models, self.client_capabilities)}
+
+    def _mode_changed(self, session: Session) -> Callable[[], Awaitable[None]]:
+        async def send() -> None:
+            await session.send(
+                {"sessionUpdate": "current_mode_update", "currentModeId": session.permissions.mode}
+            )
+
+        return send
 
     # -- prompts ----------------------------------------------------------------------------
 
@@ -276,10 +357,11 @@ class Protocol:
             )
         if not parsed.prompt:
             raise RpcError(INVALID_PARAMS, "Invalid params: prompt is empty")
+        choice = self._choice(session.model_id)
         for block in parsed.prompt:
             if isinstance(block, AudioBlock):
                 raise RpcError(INVALID_PARAMS, "Invalid params: audio prompts are not supported")
-            if isinstance(block, ImageBlock) and not self.config.model_accepts_images:
+            if isinstance(block, ImageBlock) and not (choice and choice.accepts_images):
                 raise RpcError(INVALID_PARAMS, "Invalid params: this model does not take images")
         turn = Turn()
         session.turn = turn  # registered before the next message is read: a cancel finds it
@@ -288,20 +370,26 @@ class Protocol:
     async def _run_prompt(
         self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
     ) -> dict[str, Any]:
-        runner = TurnRunner(session, self.settings, self.config.message_ids)
+        runner = TurnRunner(session, self.settings, self.config.message_ids, turn_index=session.prompts)
+        session.prompts += 1
+        command = parse_command(prompt)
         stop: StopReason = "cancelled"
         try:
             with turn.scope:
-                session.history.append(UserMessage(prompt))
-                session.record(
-                    {
-                        "type": "user",
-                        "content": [wire_block(block) for block in prompt],
-                        "message_id": self.config.message_ids(),
-                    }
-                )
-                if session.model is None:
-                    await self._explain_no_model(session)
+                event: dict[str, Any] = {
+                    "type": "user",
+                    "content": [wire_block(block) for block in prompt],
+                    "message_id": self.config.message_ids(),
+                }
+                if command is not None:
+                    event["command"] = command[0]  # commands are not part of the model's conversation
+                else:
+                    session.history.append(UserMessage(prompt))
+                session.record(event)
+                if command is not None:
+                    stop = await self._run_command(session, runner, *command)
+                elif session.model is None:
+                    await self._say(session, NO_MODEL_MESSAGE)
                     stop = "end_turn"
                 else:
                     stop = await runner.run()
@@ -309,6 +397,8 @@ class Protocol:
                 stop = "cancelled"
                 await runner.close_open_calls()
             session.record({"type": "stop", "reason": stop})
+            if stop != "cancelled" and command is None and session.title is None:
+                await self._set_title(session, prompt)
             return {"stopReason": stop}
         except ScriptExhausted as error:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
@@ -329,15 +419,63 @@ class Protocol:
                 session.turn = None
             turn.done.set()
 
-    async def _explain_no_model(self, session: Session) -> None:
+    async def _run_command(
+        self, session: Session, runner: TurnRunner, name: str, argument: str
+    ) -> StopReason:
+        if name == "tools":
+            await self._say(session, tools_text(session.registry.schemas()))
+        elif name == "mode":
+            if argument not in MODES:
+                await self._say(session, f"Unknown mode {argument!r}. Modes: {', '.join(MODES)}.")
+                return "end_turn"
+            self._switch_mode(session, argument)
+            await self._options_changed(session, mode=True)()
+            label, description = MODES[argument]
+            await self._say(session, f"Mode: {label}. {description}")
+        elif name == "model":
+            known = [m.id for m in self.config.models]
+            if argument not in known:
+                await self._say(
+                    session, f"Unknown model {argument!r}. Models: {', '.join(known) or 'none configured'}."
+                )
+                return "end_turn"
+            await self._switch_model(session, argument)
+            await self._options_changed(session)()
+            await self._say(session, f"Model: {argument}.")
+        elif name == "compact":
+            if session.model is None:
+                await self._say(session, NO_MODEL_MESSAGE)
+                return "end_turn"
+            summary = await runner.summarize()
+            session.history[:] = [ContextMessage(f"Summary of the conversation so far:\n{summary}")]
+            session.record({"type": "compact", "summary": summary, "text_id": runner.last_text_id})
+        return "end_turn"
+
+    async def _set_title(self, session: Session, prompt: tuple[ContentBlock, ...]) -> None:
+        text = next(
+            (block.text for block in prompt if isinstance(block, TextBlock) and block.text.strip()), ""
+        )
+        title = " ".join(text.split())
+        if not title:
+            return
+        if len(title) > 60:
+            title = title[:59].rstrip() + "…"
+        session.title = title
+        session.record({"type": "title", "title": title})
+        await session.send(
+            {"sessionUpdate": "session_info_update", "title": title, "updatedAt": self.config.clock()}
+        )
+
+    async def _say(self, session: Session, text: str) -> None:
+        """An agent message outside the model (command answers, configuration hints), logged."""
         message_id = self.config.message_ids()
         await session.send(
             {
                 "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": NO_MODEL_MESSAGE},
+                "content": {"type": "text", "text": text},
                 "messageId": message_id,
             }
         )
         session.record(
-            {"type": "assistant", "text": NO_MODEL_MESSAGE, "text_id": message_id, "tool_calls": []}
+            {"type": "assistant", "text": text, "text_id": message_id, "tool_calls": [], "aside": True}
         )

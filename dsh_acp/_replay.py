@@ -87,6 +87,16 @@ def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> l
                     if event.get(id_key):
                         update["messageId"] = event[id_key]
                     updates.append(update)
+        elif kind == "compact":
+            update = {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": event.get("summary", "")},
+            }
+            if event.get("text_id"):
+                update["messageId"] = event["text_id"]
+            updates.append(update)
+        elif kind == "title" and event.get("title"):
+            updates.append({"sessionUpdate": "session_info_update", "title": event["title"]})
         elif kind == "tool_call":
             info = CallInfo(
                 call_id=event["call_id"],
@@ -132,7 +142,10 @@ class RestoredState:
     permissions: PermissionState = field(default_factory=PermissionState)
     mode: str | None = None
     """The last mode the session was switched to (``None``: it never was)."""
+    model_id: str | None = None
+    show_reasoning: bool = True
     title: str | None = None
+    prompts: int = 0
 
 
 def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
@@ -164,10 +177,21 @@ def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
                 call_id, name, _blocks(event.get("content", ())), bool(event.get("is_error"))
             )
             continue
-        if kind in ("user", "assistant", "context"):
+        if kind in ("user", "assistant", "context", "compact"):
             settle()
         if kind == "user":
-            state.history.append(UserMessage(_blocks(event.get("content", ()))))
+            state.prompts += 1
+            if not event.get("command"):
+                state.history.append(UserMessage(_blocks(event.get("content", ()))))
+        elif kind == "assistant" and event.get("aside"):
+            continue  # said to the user outside the model (a command's answer)
+        elif kind == "compact":
+            state.history[:] = [
+                ContextMessage(f"Summary of the conversation so far:\n{event.get('summary', '')}")
+            ]
+        elif kind == "config":
+            state.model_id = event.get("model_id", state.model_id)
+            state.show_reasoning = event.get("show_reasoning", state.show_reasoning)
         elif kind == "assistant":
             calls = tuple(
                 ToolCallRequest(c["id"], c["name"], c["arguments"]) for c in event.get("tool_calls", ())

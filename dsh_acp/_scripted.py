@@ -1,13 +1,13 @@
 """The scripted model: a JSON file plays the model, for tests, demos and golden fixtures.
 
-File shape: ``{"turns": [[step, ...], ...]}``. The n-th prompt of a session plays turn n; the
-k-th model call inside it plays step k. The position is read off the conversation itself (user
-messages so far, assistant messages since), so a reloaded session continues where it was.
+File shape: ``{"turns": [[step, ...], ...]}``. The n-th prompt of a session plays turn n (slash
+commands count: ``/compact`` plays its turn's first step as the summary); the k-th model call
+inside it plays step k. A reloaded session continues where it was.
 
 A step may hold: ``thought`` (str), ``text`` (str or list of chunks), ``tool_calls`` (list of
 ``{"id", "name", "arguments"}``, arguments an object or a verbatim string), ``finish``
-(``stop``/``length``/``refusal``), ``usage`` (``{"input", "output"}``), ``delay_ms`` and
-``hang``.
+(``stop``/``length``/``refusal``), ``usage`` (``{"input", "output", "context_window"?}``),
+``delay_ms`` and ``hang``.
 """
 
 from __future__ import annotations
@@ -132,7 +132,11 @@ class ScriptedModel:
         return f"script:{self.source}"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        # The loop says where the session is (prompts so far, model calls in this prompt); a
+        # bare request is placed by the shape of its conversation instead.
         turn_index, step_index = _position(request.messages)
+        turn_index = request.metadata.get("turn", turn_index)
+        step_index = request.metadata.get("step", step_index)
         if turn_index >= len(self._turns):
             raise ScriptExhausted(
                 f"script {self.source} has no turn {turn_index + 1} (it has {len(self._turns)})"
@@ -160,5 +164,6 @@ class ScriptedModel:
                 arguments = orjson.dumps(arguments).decode()
             yield ToolCallRequest(id=call["id"], name=call["name"], arguments=arguments)
         if "usage" in step:
-            yield Usage(input_tokens=step["usage"]["input"], output_tokens=step["usage"]["output"])
+            usage = step["usage"]
+            yield Usage(usage["input"], usage["output"], usage.get("context_window"))
         yield Finish("tool_calls" if calls else _FINISH[step.get("finish", "stop")])

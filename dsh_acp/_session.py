@@ -61,6 +61,10 @@ class Session:
     log: SessionLog | None = None
     """The durable event log (``None`` when the agent keeps no state)."""
     title: str | None = None
+    model_id: str | None = None
+    show_reasoning: bool = True
+    prompts: int = 0
+    """Prompts this session has had (the next one is turn ``prompts`` of a scripted model)."""
 
     def record(self, event: dict[str, Any]) -> None:
         """Append an event to the session log, if the session has one."""
@@ -71,12 +75,24 @@ class Session:
         """Send one ``session/update`` of this session."""
         await self.io.notify("session/update", {"sessionId": self.session_id, "update": update})
 
+    async def set_model(self, model: Model | None, model_id: str | None) -> None:
+        """Switch models (the next model request uses the new one); the old one is closed."""
+        old, self.model, self.model_id = self.model, model, model_id
+        await _close_model(old)
+
     async def aclose(self) -> None:
-        """Stop the running turn and release what the session's tools hold."""
+        """Stop the running turn and release what the session's tools and model hold."""
         if self.turn is not None:
             self.turn.cancel()
         self.registry.close()
         with anyio.CancelScope(shield=True):
             await self.services.aclose()
+            await _close_model(self.model)
         if self.log is not None:
             self.log.close()
+
+
+async def _close_model(model: Model | None) -> None:
+    aclose = getattr(model, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -44,18 +44,21 @@ from ._bridge import (
     wire_block,
 )
 from ._coalesce import CoalescePolicy, OutputCoalescer
+from ._commands import COMPACT_INSTRUCTION
 from ._connection import RpcError
 from ._model import (
     AssistantMessage,
     ContextMessage,
     Finish,
     FinishReason,
+    Message,
     ModelRequest,
     ReasoningDelta,
     TextDelta,
     ToolCallRequest,
     ToolResultMessage,
     Usage,
+    UserMessage,
 )
 from ._modes import permission_key
 from ._session import Session
@@ -123,13 +126,18 @@ def _parse_arguments(text: str) -> Any:
 class TurnRunner:
     """Runs one prompt turn of a session."""
 
-    def __init__(self, session: Session, settings: LoopSettings, new_id: Callable[[], str]) -> None:
+    def __init__(
+        self, session: Session, settings: LoopSettings, new_id: Callable[[], str], turn_index: int = 0
+    ) -> None:
         self.session = session
         self.settings = settings
         self._new_id = new_id
+        self._turn_index = turn_index
+        self._requests = 0
         self._calls: dict[str, _Call] = {}
         self._step: list[_Call] = []
         self._group: TaskGroup | None = None
+        self.last_text_id: str | None = None
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -142,13 +150,26 @@ class TurnRunner:
             await self._run_tools(message.tool_calls)
         return "max_turn_requests"
 
-    async def _model_step(self) -> tuple[AssistantMessage, FinishReason]:
+    async def summarize(self) -> str:
+        """Ask the model (without tools) to summarize the conversation; the summary streams to
+        the user as an agent message and is returned. The conversation itself is left alone."""
+        instruction = UserMessage((TextBlock(text=COMPACT_INSTRUCTION),))
+        message, _ = await self._model_step(extra=(instruction,), with_tools=False, keep=False)
+        return message.text
+
+    async def _model_step(
+        self, extra: Sequence[Message] = (), *, with_tools: bool = True, keep: bool = True
+    ) -> tuple[AssistantMessage, FinishReason]:
         session = self.session
         assert session.model is not None
         system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
         request = ModelRequest(
-            messages=list(session.history), tools=session.registry.schemas(), system=system
+            messages=[*session.history, *extra],
+            tools=session.registry.schemas() if with_tools else [],
+            system=system,
+            metadata={"turn": self._turn_index, "step": self._requests},
         )
+        self._requests += 1
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCallRequest] = []
@@ -168,6 +189,8 @@ class TurnRunner:
                     )
                 elif type(event) is ReasoningDelta:
                     reasoning.append(event.text)
+                    if not session.show_reasoning:
+                        continue
                     await send(
                         {
                             "sessionUpdate": "agent_thought_chunk",
@@ -186,7 +209,8 @@ class TurnRunner:
             message = AssistantMessage(
                 text="".join(text), reasoning="".join(reasoning), tool_calls=tuple(calls)
             )
-            if text or reasoning or calls:
+            self.last_text_id = ids.get("text")
+            if keep and (text or reasoning or calls):
                 session.history.append(message)
                 session.record(
                     {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from dsh_acp._config import AgentConfig, counter_ids
+from dsh_acp._config import AgentConfig, ModelChoice, counter_ids
 from dsh_acp._model import ModelEvent, ModelRequest
 from dsh_acp._scripted import ScriptedModel
 from dsh_tools import ToolDefinition
@@ -18,8 +18,14 @@ def scripted(
 ) -> AgentConfig:
     """An agent config with a scripted model, deterministic ids and the given tools."""
     config = AgentConfig(
-        model=lambda: ScriptedModel(turns, source="test-script"),
-        model_accepts_images=True,
+        models=[
+            ModelChoice(
+                "script",
+                "Test script",
+                lambda: ScriptedModel(turns, source="test-script"),
+                accepts_images=True,
+            )
+        ],
         tools=lambda: list(tools),
         session_ids=counter_ids("sess-"),
         message_ids=counter_ids("msg-"),
@@ -64,5 +70,5 @@ def recorded(
         return model
 
     config = scripted(turns, tools, **overrides)
-    config.model = build  # type: ignore[assignment]
+    config.models = [ModelChoice("script", "Test script", build, accepts_images=True)]
     return config, models

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import anyio
 import pytest
 from helpers import scripted
+
+CHUNKS = ("agent_message_chunk", "agent_thought_chunk")
 
 from dsh_acp._config import AgentConfig
 from dsh_acp._connection import RpcError
@@ -44,11 +47,11 @@ async def test_prompt_streams_thought_and_text_with_message_ids(acp_schema: AcpS
         assert sid == "sess-1"
         result = await client.prompt(sid, "hi")
         assert result == {"stopReason": "end_turn"}
-        kinds = [u["sessionUpdate"] for u in client.updates(sid)]
+        kinds = [u["sessionUpdate"] for u in client.updates(sid, CHUNKS)]
         assert kinds == ["agent_thought_chunk", "agent_message_chunk", "agent_message_chunk"]
-        texts = [u["content"]["text"] for u in client.updates(sid)]
+        texts = [u["content"]["text"] for u in client.updates(sid, CHUNKS)]
         assert texts == ["thinking", "Hello", ", world"]
-        ids = [u["messageId"] for u in client.updates(sid)]
+        ids = [u["messageId"] for u in client.updates(sid, CHUNKS)]
         assert ids[1] == ids[2] != ids[0]
     client.assert_valid()
 
@@ -58,8 +61,7 @@ async def test_no_model_explains_how_to_configure(acp_schema: AcpSchema, tmp_pat
         await client.initialize()
         sid = await client.new_session(str(tmp_path))
         assert await client.prompt(sid, "hello?") == {"stopReason": "end_turn"}
-        (update,) = client.updates(sid)
-        assert update["sessionUpdate"] == "agent_message_chunk"
+        (update,) = client.updates(sid, CHUNKS)
         assert "--model" in update["content"]["text"]
     client.assert_valid()
 
@@ -110,10 +112,9 @@ async def test_session_ids_are_distinct_and_sessions_interleave(acp_schema: AcpS
             group.start_soon(prompt, a)
             group.start_soon(prompt, b)
         assert results == {a: {"stopReason": "end_turn"}, b: {"stopReason": "end_turn"}}
-        assert [u["content"]["text"] for u in client.updates(a)] == ["first"]
-        assert [u["content"]["text"] for u in client.updates(b)] == [
-            "first"
-        ]  # each session has its own script
+        assert [u["content"]["text"] for u in client.updates(a, CHUNKS)] == ["first"]
+        # Each session plays its own copy of the script.
+        assert [u["content"]["text"] for u in client.updates(b, CHUNKS)] == ["first"]
     client.assert_valid()
 
 
@@ -129,7 +130,8 @@ async def test_unknown_session_is_resource_not_found(acp_schema: AcpSchema) -> N
 
 
 async def test_prompt_errors(acp_schema: AcpSchema, tmp_path: Any) -> None:
-    config = scripted([[{"hang": True}]], model_accepts_images=False)
+    config = scripted([[{"hang": True}]])
+    config.models = [replace(config.models[0], accepts_images=False)]
     async with AcpClient.in_memory(config, schema=acp_schema) as client:
         await client.initialize()
         sid = await client.new_session(str(tmp_path))
@@ -253,7 +255,7 @@ async def test_max_turn_requests(acp_schema: AcpSchema, tmp_path: Any) -> None:
         await client.initialize()
         sid = await client.new_session(str(tmp_path))
         assert await client.prompt(sid, "go") == {"stopReason": "max_turn_requests"}
-        ids = {u["toolCallId"] for u in client.updates(sid)}
+        ids = {u["toolCallId"] for u in client.updates(sid, ("tool_call", "tool_call_update"))}
         assert ids == {"c0", "c1"}
     client.assert_valid()
 
@@ -311,3 +313,19 @@ async def test_authenticate_without_methods(acp_schema: AcpSchema) -> None:
         assert info.value.code == -32602
         assert info.value.message == 'Invalid params: unknown auth method "api-key"'
     client.assert_valid()
+
+
+def test_strict_schema_repair_keeps_rejecting_unknown_keys(acp_schema: AcpSchema) -> None:
+    option = {
+        "id": "model",
+        "name": "Model",
+        "category": "model",
+        "type": "select",
+        "currentValue": "a",
+        "options": [{"value": "a", "name": "A"}],
+    }
+    acp_schema.validate("SessionConfigOption", option)
+    with pytest.raises(AssertionError, match="unexpected"):
+        acp_schema.validate("SessionConfigOption", {**option, "current_value": "a"})
+    with pytest.raises(AssertionError):
+        acp_schema.validate("ToolCall", {"toolCallId": "x", "title": "t", "raw_input": {}})

@@ -187,10 +187,13 @@ async def test_ids_are_echoed_and_the_agent_exits_on_eof(wire: Wire, tmp_path: P
             "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
         }
     )
-    update = await wire.line()
-    assert update["method"] == "session/update"
-    assert update["params"]["sessionId"] == sid
-    assert (await wire.line()) == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    updates = []
+    while "method" in (line := await wire.line()):
+        updates.append(line)
+    assert line == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    assert all(u["method"] == "session/update" and u["params"]["sessionId"] == sid for u in updates)
+    kinds = [u["params"]["update"]["sessionUpdate"] for u in updates]
+    assert kinds == ["available_commands_update", "agent_message_chunk", "session_info_update"]
     assert wire.process.stdin is not None
     started = time.monotonic()
     await wire.process.stdin.aclose()

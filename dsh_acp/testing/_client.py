@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -189,13 +189,17 @@ class AcpClient:
         """Every message the agent wrote, in order."""
         return [line.message for line in self.lines if line.direction == "agent"]
 
-    def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
-        """The ``update`` objects of every ``session/update`` so far (of one session)."""
+    def updates(
+        self, session_id: str | None = None, kinds: Collection[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The ``update`` objects of every ``session/update`` so far (of one session; of some
+        ``sessionUpdate`` kinds)."""
         return [
             m["params"]["update"]
             for m in self.agent_messages
             if m.get("method") == "session/update"
             and (session_id is None or m["params"]["sessionId"] == session_id)
+            and (kinds is None or m["params"]["update"].get("sessionUpdate") in kinds)
         ]
 
     def assert_valid(self) -> None:

@@ -27,6 +27,34 @@ class SchemaViolation(AssertionError):
     """A message does not validate against its definition."""
 
 
+def _hoist_unevaluated(node: Any) -> Any:
+    """Repair the strict schema where it rejects valid messages.
+
+    ``schema.strict.json`` puts ``unevaluatedProperties: false`` inside the ``oneOf``/``anyOf``
+    branches of objects that also list ``properties`` of their own (``SessionConfigOption``,
+    ``SetSessionConfigOptionRequest``, the elicitation types). A branch cannot see its parent's
+    properties, so every valid option (its ``id``, ``name``) is rejected. Moving the keyword up to
+    the parent keeps the intent — no key the definition does not name — and sees both.
+    """
+    if isinstance(node, list):
+        return [_hoist_unevaluated(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _hoist_unevaluated(value) for key, value in node.items()}
+    if "properties" in node:
+        for key in ("oneOf", "anyOf"):
+            branches = node.get(key)
+            if isinstance(branches, list) and any(
+                isinstance(b, dict) and b.get("unevaluatedProperties") is False for b in branches
+            ):
+                node[key] = [
+                    {k: v for k, v in b.items() if k != "unevaluatedProperties"} if isinstance(b, dict) else b
+                    for b in branches
+                ]
+                node["unevaluatedProperties"] = False
+    return node
+
+
 def locate_schema(start: str | Path | None = None) -> Path:
     """The official ``schema.json``: ``$ACP_SCHEMA``, else ``shared/acp-schema/v1/schema.json``
     in a parent folder of ``start`` (default: the working directory)."""
@@ -54,7 +82,9 @@ class AcpSchema:
         self.official: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
         strict_path = self.path.with_name("schema.strict.json")
         self.strict: dict[str, Any] | None = (
-            json.loads(strict_path.read_text(encoding="utf-8")) if strict_path.is_file() else None
+            _hoist_unevaluated(json.loads(strict_path.read_text(encoding="utf-8")))
+            if strict_path.is_file()
+            else None
         )
         defs: dict[str, Any] = self.official["$defs"]
         self.agent_responses: dict[str, str] = {}

@@ -1,0 +1,59 @@
+"""Slash commands: a prompt that starts with a known ``/command`` runs it instead of going to the
+model (an unknown ``/x`` goes to the model unchanged)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dsh_tools import ContentBlock, TextBlock, ToolSchema
+
+__all__ = ["COMMANDS", "COMPACT_INSTRUCTION", "available_commands", "parse_command", "tools_text"]
+
+COMMANDS: dict[str, tuple[str, str | None]] = {
+    "compact": ("Summarize the conversation so far to free context", None),
+    "mode": ("Switch the permission mode", "default, accept_edits, plan or bypass"),
+    "model": ("Switch the model", "a model id from the model picker"),
+    "tools": ("List the tools and what they do", None),
+}
+
+COMPACT_INSTRUCTION = (
+    "Summarize our conversation so far for your own future reference: the user's goals, what was "
+    "done (files read and changed, commands run and their outcomes), decisions made, and what "
+    "remains. Be complete but concise; this summary will replace the conversation."
+)
+
+
+def available_commands() -> dict[str, Any]:
+    """The ``available_commands_update`` a session sends after ``session/new``."""
+    return {
+        "sessionUpdate": "available_commands_update",
+        "availableCommands": [
+            {"name": name, "description": description, **({"input": {"hint": hint}} if hint else {})}
+            for name, (description, hint) in COMMANDS.items()
+        ],
+    }
+
+
+def parse_command(prompt: Sequence[ContentBlock]) -> tuple[str, str] | None:
+    """``(name, argument)`` when the prompt starts with a known command, else ``None``."""
+    if not prompt or not isinstance(prompt[0], TextBlock):
+        return None
+    text = prompt[0].text.strip()
+    if not text.startswith("/"):
+        return None
+    name, _, argument = text[1:].partition(" ")
+    if name not in COMMANDS:
+        return None
+    return name, argument.strip()
+
+
+def tools_text(schemas: Sequence[ToolSchema]) -> str:
+    """What ``/tools`` answers: each tool with the first line of its description."""
+    if not schemas:
+        return "No tools are registered."
+    lines = ["Tools:"]
+    for schema in schemas:
+        first = schema.description.strip().splitlines()[0] if schema.description.strip() else ""
+        lines.append(f"- `{schema.name}`: {first}")
+    return "\n".join(lines)
