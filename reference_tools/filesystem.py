@@ -1,0 +1,150 @@
+"""The ``FileSystem`` seam: where the file-system tools read and write text files.
+
+Tools look the backend up per session with ``execution.services.get(FileSystem)`` and fall back
+to ``LocalFileSystem``. A host that talks to an ACP client which advertises
+``fs.readTextFile``/``fs.writeTextFile`` registers a client backend instead, so that reads see
+the editor's unsaved buffers and writes enter the editor's review flow.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import secrets
+import stat
+from abc import ABC, abstractmethod
+
+import anyio.to_thread
+
+__all__ = ["FileSystem", "FileTooLargeError", "LocalFileSystem", "NotTextError"]
+
+_BOM = codecs.BOM_UTF8
+_SNIFF = 8192  # like git: a NUL byte in the first 8 KiB means binary
+
+
+class NotTextError(ValueError):
+    """The file is not text the tools can edit: binary, not UTF-8, or not a regular file."""
+
+
+class FileTooLargeError(ValueError):
+    """The file is larger than the backend is willing to hold in memory."""
+
+
+class FileSystem(ABC):
+    """Reads and writes whole text files by absolute path.
+
+    The contract every backend keeps (the tools rely on nothing else):
+
+    - ``read_text(path)`` returns the file's text with ``"\\n"`` line endings and without a
+      byte-order mark. Missing files raise ``FileNotFoundError``, directories
+      ``IsADirectoryError``, other access problems ``OSError``; binary or undecodable content
+      raises ``NotTextError``.
+    - ``write_text(path, text)`` replaces the file's content with ``text`` (given with ``"\\n"``
+      line endings), creating missing parent directories. An existing file keeps its encoding
+      and line-ending style: that is the backend's business, because only it knows them. It
+      never leaves a half-written file behind.
+
+    An ACP client backend maps these to ``fs/read_text_file`` and ``fs/write_text_file`` (the
+    editor then owns encoding and line endings) and raises ``FileNotFoundError`` when the client
+    answers "resource not found". Those requests may take as long as the user takes: no timeout.
+    Because the tools' stale-file check compares the text read earlier with the text read now
+    through the same backend, a backend needs no notion of modification times.
+    """
+
+    @abstractmethod
+    async def read_text(self, path: str) -> str:
+        """The whole text of the file at ``path``, with ``"\\n"`` line endings and no BOM."""
+
+    @abstractmethod
+    async def write_text(self, path: str, text: str) -> None:
+        """Replace the file at ``path`` with ``text``, keeping an existing file's format."""
+
+
+class LocalFileSystem(FileSystem):
+    """The local disk: UTF-8 text, with or without a BOM, with LF or CRLF line endings.
+
+    Reads strip the BOM and turn CRLF into LF. Writes put both back as the file had them: the
+    style is the file's first line ending (a file that mixes styles is written in that one
+    style); a new file gets the text as given, without a BOM. Writes go to a temporary file in
+    the same directory that is renamed over the target, so readers never see a partial file;
+    the file keeps its permission bits, and a symlink keeps pointing at the file it named
+    (the write goes to the link's target). A hard-linked file gets a new inode, and a file owned
+    by someone else becomes the agent's. There is no fsync (as in most editors), so a
+    system crash soon after a write may lose it.
+    """
+
+    def __init__(self, *, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        """Larger files raise ``FileTooLargeError`` rather than fill memory."""
+
+    async def read_text(self, path: str) -> str:
+        return await anyio.to_thread.run_sync(self._read, path)
+
+    async def write_text(self, path: str, text: str) -> None:
+        await anyio.to_thread.run_sync(self._write, path, text)
+
+    def _read(self, path: str) -> str:
+        # O_NONBLOCK: opening a FIFO must not hang the call; fstat then rejects it.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as file:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError(21, "Is a directory", path)
+            if not stat.S_ISREG(info.st_mode):
+                raise NotTextError("not a regular file")
+            if info.st_size > self.max_bytes:
+                raise FileTooLargeError(f"{info.st_size} bytes, over the {self.max_bytes}-byte limit")
+            data = file.read()
+        if b"\0" in data[:_SNIFF]:
+            raise NotTextError("binary file")
+        try:
+            # utf-8-sig drops a leading BOM without copying the data first.
+            text = codecs.decode(data, "utf-8-sig") if data.startswith(_BOM) else data.decode()
+        except UnicodeDecodeError as error:
+            raise NotTextError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
+        # The "\r" scan runs at memchr speed; the replace only runs for files that need it.
+        return text.replace("\r\n", "\n") if "\r" in text else text
+
+    def _write(self, path: str, text: str) -> None:
+        target = os.path.realpath(path)
+        bom, crlf, mode = False, False, None
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+            bom, crlf = _format(target)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+        if crlf:
+            text = (text.replace("\r\n", "\n") if "\r" in text else text).replace("\n", "\r\n")
+        data = text.encode()
+        directory, name = os.path.split(target)
+        temp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+        # 0o666 through the umask is what a plain open() would give a new file.
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with open(fd, "wb") as file:
+                if bom:
+                    file.write(_BOM)
+                file.write(data)
+            if mode is not None:
+                os.chmod(temp, mode)
+            os.replace(temp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):  # the original error is the one to report
+                os.unlink(temp)
+            raise
+
+
+def _format(path: str) -> tuple[bool, bool]:
+    """(has a BOM, uses CRLF) of an existing file, from its first line ending."""
+    with open(path, "rb") as file:
+        head = file.read(65536)
+        bom = head.startswith(_BOM)
+        previous = b""
+        while head:
+            newline = head.find(b"\n")
+            if newline >= 0:
+                before = head[newline - 1 : newline] if newline else previous
+                return bom, before == b"\r"
+            previous, head = head[-1:], file.read(65536)
+    return bom, False

@@ -1,0 +1,713 @@
+"""The file-system tools (``read``, ``write``, ``edit``, ``glob``, ``grep``, ``ls``) and the
+policy that keeps them safe.
+
+Each tool is a ``define_tool`` with a parameter spec, an ``execute`` body and two pure
+presenters. The pattern to copy:
+
+- Resolve paths against the session (``execution.cwd``), never the process cwd, and put only
+  absolute paths in results, views and ``meta``.
+- Fail with ``ToolError`` and a sentence the model can act on.
+- Put in ``meta`` what the result card needs (JSON only): ``present_result`` is replayed from the
+  session log with the same ``meta``, so it must not look at the disk.
+- ``write`` and ``edit`` answer with a diff card even when it repeats the call-time one: an
+  update's content replaces the call's, and a text would wipe the diff.
+
+Register them with ``register_fs_tools(registry)``: it adds the tools and ``fs_policy``, the
+pre-execute listener that asks before anything outside the workspace is touched and refuses to
+overwrite what the model has not read.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.from_thread
+import anyio.to_thread
+
+from dsh_tools import (
+    Ask,
+    Deny,
+    DiffCallView,
+    DiffResultView,
+    Disposer,
+    FileDiff,
+    GenericCallView,
+    GenericResultView,
+    Location,
+    PreExecuteListener,
+    PreNext,
+    PreToolDecision,
+    SchemaProp,
+    SchemaSpec,
+    ToolCallView,
+    ToolDefinition,
+    ToolError,
+    ToolExecution,
+    ToolOutput,
+    ToolRegistry,
+    ToolResult,
+    ToolResultView,
+    define_tool,
+    text,
+)
+
+from . import _hunks, _paths, _search
+from .filesystem import FileSystem, FileTooLargeError, LocalFileSystem, NotTextError
+
+__all__ = [
+    "MAX_READ_BYTES",
+    "MAX_READ_LINES",
+    "ReadTracker",
+    "edit_tool",
+    "fs_policy",
+    "fs_tools",
+    "glob_tool",
+    "grep_tool",
+    "ls_tool",
+    "read_tool",
+    "register_fs_tools",
+    "write_tool",
+]
+
+MAX_READ_LINES = 2000
+MAX_READ_BYTES = 100 * 1024
+_MAX_LINE_CHARS = 2000
+_MAX_GLOB = 200
+_MAX_GREP = 200
+_MAX_GREP_LINE = 500
+_MAX_LS = 500
+_LOCAL = LocalFileSystem()
+
+
+# -- shared helpers ----------------------------------------------------------------------
+
+
+class ReadTracker:
+    """What this session has read: for each file (by real path), a fingerprint of its text.
+
+    Kept in the session's services (``services.setdefault(ReadTracker, ReadTracker)``): ``read``
+    records, ``write`` and ``edit`` record what they wrote, ``fs_policy`` asks whether a file was
+    read, and ``write``/``edit`` refuse a file whose text differs from the recorded fingerprint.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[int, int]] = {}
+
+    @staticmethod
+    def _fingerprint(content: str) -> tuple[int, int]:
+        # Python's str hash (SipHash, several GB/s) is the cheapest full pass over the text and
+        # is stable for the life of the process, which outlives any session's tracker. CRLF is
+        # folded so that a backend's line-ending conversion is not mistaken for a change.
+        if "\r" in content:
+            content = content.replace("\r\n", "\n")
+        return len(content), hash(content)
+
+    def record(self, path: str, content: str) -> None:
+        """Remember ``content`` as what the session last saw of ``path``."""
+        self._seen[os.path.realpath(path)] = self._fingerprint(content)
+
+    def has_read(self, path: str) -> bool:
+        """Whether the session has read (or written) ``path``."""
+        return os.path.realpath(path) in self._seen
+
+    def changed(self, path: str, content: str) -> bool:
+        """Whether ``content`` (the file's text now) differs from what was recorded."""
+        seen = self._seen.get(os.path.realpath(path))
+        return seen is not None and seen != self._fingerprint(content)
+
+
+def _tracker(execution: ToolExecution) -> ReadTracker:
+    return execution.services.setdefault(ReadTracker, ReadTracker)
+
+
+def _file_system(execution: ToolExecution) -> FileSystem:
+    # mypy rejects an abstract class as a type[T] argument (python/mypy#4717); the lookup is by
+    # isinstance, so any registered backend is found.
+    return execution.services.get(FileSystem) or _LOCAL  # type: ignore[type-abstract]
+
+
+async def _read_text(execution: ToolExecution, path: str) -> str:
+    try:
+        return await _file_system(execution).read_text(path)
+    except FileNotFoundError:
+        raise ToolError(f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise ToolError(f"{path} is a directory; use ls to list it") from None
+    except (NotTextError, FileTooLargeError) as error:
+        raise ToolError(f"{path} cannot be read as text: {error}") from None
+    except OSError as error:
+        raise ToolError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+async def _write_text(execution: ToolExecution, path: str, content: str) -> None:
+    try:
+        await _file_system(execution).write_text(path, content)
+    except OSError as error:
+        raise ToolError(f"cannot write {path}: {error.strerror or error}") from None
+    except UnicodeEncodeError as error:  # JSON can carry lone surrogates; files cannot
+        raise ToolError(f"cannot write {path}: the text is not valid Unicode ({error.reason})") from None
+
+
+def _check_fresh(execution: ToolExecution, path: str, current: str) -> None:
+    if _tracker(execution).changed(path, current):
+        raise ToolError(
+            f"{path} has changed since it was last read (it was modified outside these tools); "
+            "read it again and make the change on its current text"
+        )
+
+
+def _fenced(body: str, info: str = "") -> str:
+    """``body`` as a Markdown code block: tool output must not render as Markdown (a ``#``
+    line would become a heading). The fence is longer than any backtick run inside."""
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
+def _result_text(result: ToolResult) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+def _meta(result: ToolResult) -> dict[str, Any] | None:
+    # Presenters validate softly: a failed call or an old log's meta gives the generic card.
+    return result.meta if not result.is_error and isinstance(result.meta, dict) else None
+
+
+# -- read --------------------------------------------------------------------------------
+
+_READ_PARAMETERS: SchemaSpec = {
+    "file_path": {
+        "type": "string",
+        "required": True,
+        "description": "Absolute path of the file (a relative one is taken from the working directory).",
+    },
+    "offset": {"type": "integer", "description": "The 1-based line to start at (default 1)."},
+    "limit": {"type": "integer", "description": f"How many lines to read (default {MAX_READ_LINES})."},
+}
+
+
+async def _read(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+    path = _paths.absolute(execution, args["file_path"])
+    offset, limit = args.get("offset", 1), args.get("limit", MAX_READ_LINES)
+    if offset < 1 or limit < 1:
+        raise ToolError("offset and limit must be at least 1")
+    content = await _read_text(execution, path)
+    _tracker(execution).record(path, content)
+    total = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
+    if total == 0:
+        return ToolOutput([text(f"{path} is empty.")], meta={"path": path, "start": 0, "end": 0, "total": 0})
+    pos = _hunks.line_start(content, offset)
+    if pos < 0 or offset > total:
+        raise ToolError(f"offset {offset} is past the end of {path}, which has {total} lines")
+    rows: list[str] = []
+    size, shortened, line = 0, False, offset
+    while line < offset + limit and pos < len(content):
+        end = content.find("\n", pos)
+        end = len(content) if end < 0 else end
+        row = content[pos:end]
+        if len(row) > _MAX_LINE_CHARS:
+            row, shortened = f"{row[:_MAX_LINE_CHARS]} [… {len(row) - _MAX_LINE_CHARS} more characters]", True
+        row = f"{line:>6}\t{row}"
+        size += len(row.encode()) + 1
+        if size > MAX_READ_BYTES and rows:
+            break
+        rows.append(row)
+        line, pos = line + 1, end + 1
+    last = line - 1
+    notes = [f"Lines longer than {_MAX_LINE_CHARS} characters were shortened."] if shortened else []
+    if last < total:
+        why = f" (the {MAX_READ_BYTES // 1024} KiB output limit was reached)" if size > MAX_READ_BYTES else ""
+        notes.append(f"Showing lines {offset}-{last} of {total}{why}. To read on, use offset={last + 1}.")
+    body = "\n".join(rows) + "".join(f"\n\n[{note}]" for note in notes)
+    return ToolOutput([text(body)], meta={"path": path, "start": offset, "end": last, "total": total})
+
+
+def _present_read(args: dict[str, Any]) -> ToolCallView:
+    path, offset, limit = args["file_path"], args.get("offset"), args.get("limit")
+    if limit is not None:
+        window = f" (lines {offset or 1}-{(offset or 1) + limit - 1})"
+    else:
+        window = f" (from line {offset})" if offset is not None else ""
+    # A relative path cannot be made absolute without the session, and the wire wants absolute
+    # locations: then the card has none.
+    locations = (Location(path=path, line=offset or 1),) if os.path.isabs(path) else ()
+    return GenericCallView(title=f"Read {path}{window}", kind="read", raw_input=args, locations=locations)
+
+
+def _present_read_result(args: dict[str, Any], result: ToolResult) -> ToolResultView | None:
+    meta = _meta(result)
+    if meta is None:
+        return None
+    start, end = meta["start"], meta["end"]
+    window = "empty" if not meta["total"] else f"line {start}" if start == end else f"lines {start}-{end}"
+    extension = os.path.splitext(meta["path"])[1].lstrip(".")
+    return GenericResultView(
+        title=f"Read {meta['path']} ({window})", content=(text(_fenced(_result_text(result), extension)),)
+    )
+
+
+read_tool = define_tool(
+    name="read",
+    description=(
+        "Read a text file. Lines come numbered from 1 (like cat -n), at most "
+        f"{MAX_READ_LINES} lines and {MAX_READ_BYTES // 1024} KiB per call; a note at the end "
+        "says how to read on with offset. Lines over 2000 characters are shortened. "
+        "Read a file before you edit or overwrite it."
+    ),
+    parameters=_READ_PARAMETERS,
+    execute=_read,
+    present_call=_present_read,
+    present_result=_present_read_result,
+    kind="read",
+    read_only=True,
+)
+
+
+# -- write -------------------------------------------------------------------------------
+
+_WRITE_PARAMETERS: SchemaSpec = {
+    "file_path": {
+        "type": "string",
+        "required": True,
+        "description": "Absolute path of the file (a relative one is taken from the working directory).",
+    },
+    "content": {"type": "string", "required": True, "description": "The whole new content of the file."},
+}
+
+
+async def _write(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+    path, content = _paths.absolute(execution, args["file_path"]), args["content"]
+    try:
+        old: str | None = await _read_text(execution, path)
+    except ToolError:
+        # A directory, a binary file: not something to overwrite. (A stat costs microseconds,
+        # less than a hop to a worker thread: it runs on the event loop on purpose.)
+        if os.path.exists(path):  # noqa: ASYNC240
+            raise
+        old = None
+    if old is not None:
+        _check_fresh(execution, path, old)
+        content = content.replace("\r\n", "\n")  # the file keeps its own line endings
+    await _write_text(execution, path, content)
+    _tracker(execution).record(path, content)
+    hunks = [] if old is None else _hunks.diff_hunks(old, content)
+    meta = {"path": path, "created": old is None, "hunks": hunks, "line": _hunks.first_changed_line(hunks)}
+    if old is None:
+        return ToolOutput([text(f"Created {path}.")], meta=meta)
+    return ToolOutput([text(f"Wrote {path}." if hunks else f"{path} already had this content.")], meta=meta)
+
+
+def _present_write(args: dict[str, Any]) -> ToolCallView:
+    path = args["file_path"]
+    if not os.path.isabs(path):
+        return GenericCallView(title=f"Write {path}", kind="edit")
+    # Pure: the old content is unknown here, so the pending card shows the new text as a whole;
+    # the result card replaces it with the hunks actually applied.
+    diff = FileDiff(path=path, old_text=None, new_text=args["content"])
+    return DiffCallView(title=f"Write {path}", diffs=(diff,), locations=(Location(path=path),))
+
+
+def _diff_result(
+    verb: str, meta: dict[str, Any], diffs: tuple[FileDiff, ...], note: str = ""
+) -> ToolResultView:
+    path = meta["path"]
+    location = (Location(path=path, line=meta["line"]),)
+    return DiffResultView(title=f"{verb} {path}{note}", diffs=diffs, locations=location)
+
+
+def _hunk_diffs(meta: dict[str, Any]) -> tuple[FileDiff, ...]:
+    return tuple(
+        FileDiff(path=meta["path"], old_text=hunk["old_text"], new_text=hunk["new_text"])
+        for hunk in meta["hunks"]
+    )
+
+
+def _present_write_result(args: dict[str, Any], result: ToolResult) -> ToolResultView | None:
+    meta = _meta(result)
+    if meta is None:
+        return None
+    if meta["created"]:
+        return _diff_result(
+            "Write", meta, (FileDiff(path=meta["path"], old_text=None, new_text=args["content"]),)
+        )
+    if not meta["hunks"]:
+        return GenericResultView(title=f"Write {meta['path']} (no changes)")
+    return _diff_result("Write", meta, _hunk_diffs(meta))
+
+
+write_tool = define_tool(
+    name="write",
+    description=(
+        "Create a file, or replace all of its content. Missing parent directories are created. "
+        "To overwrite an existing file, read it first in this session; it keeps its line endings "
+        "and encoding. To change part of a file, use edit."
+    ),
+    parameters=_WRITE_PARAMETERS,
+    execute=_write,
+    present_call=_present_write,
+    present_result=_present_write_result,
+    kind="edit",
+)
+
+
+# -- edit --------------------------------------------------------------------------------
+
+_EDIT_PARAMETERS: SchemaSpec = {
+    "file_path": {
+        "type": "string",
+        "required": True,
+        "description": "Absolute path of the file (a relative one is taken from the working directory).",
+    },
+    "old_string": {"type": "string", "required": True, "description": "The exact text to replace."},
+    "new_string": {"type": "string", "required": True, "description": "The text to put in its place."},
+    "replace_all": {
+        "type": "boolean",
+        "description": "Replace every occurrence instead of requiring exactly one (default false).",
+    },
+}
+
+
+async def _edit(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+    path = _paths.absolute(execution, args["file_path"])
+    # Matching works on LF text: the backend hands it over that way and puts CRLF back.
+    old, new = args["old_string"].replace("\r\n", "\n"), args["new_string"].replace("\r\n", "\n")
+    if not old:
+        raise ToolError("old_string is empty; to create a file, use write")
+    if old == new:
+        raise ToolError("old_string and new_string are the same, so there is nothing to change")
+    content = await _read_text(execution, path)
+    _check_fresh(execution, path, content)
+    replace_all = bool(args.get("replace_all", False))
+    sites = _hunks.find_sites(content, old, limit=None if replace_all else 2)
+    if not sites:
+        raise ToolError(
+            f"old_string was not found in {path}. It must match the file exactly, whitespace and "
+            "indentation included; read the file again and copy the text to replace."
+        )
+    if len(sites) > 1 and not replace_all:
+        raise ToolError(
+            f"old_string occurs {content.count(old)} times in {path}; include more surrounding lines "
+            "to make it unique, or set replace_all to true to replace every occurrence."
+        )
+    first_line = content.count("\n", 0, sites[0]) + 1
+    hunks, omitted = _hunks.edit_hunks(content, sites, old, new, first_line=first_line)
+    # str.replace builds the new text in one allocation (slices and + would copy it twice).
+    updated = content.replace(old, new, -1 if replace_all else 1)
+    await _write_text(execution, path, updated)
+    _tracker(execution).record(path, updated)
+    line = _hunks.first_changed_line(hunks)
+    meta = {"path": path, "hunks": hunks, "line": line, "replacements": len(sites), "omitted": omitted}
+    count = f"{len(sites)} replacements" if len(sites) > 1 else "1 replacement"
+    return ToolOutput([text(f"Edited {path}: {count}, the first at line {line}.")], meta=meta)
+
+
+def _present_edit(args: dict[str, Any]) -> ToolCallView:
+    path = args["file_path"]
+    if not os.path.isabs(path):
+        return GenericCallView(title=f"Edit {path}", kind="edit")
+    diff = FileDiff(path=path, old_text=args["old_string"], new_text=args["new_string"])
+    return DiffCallView(title=f"Edit {path}", diffs=(diff,), locations=(Location(path=path),))
+
+
+def _present_edit_result(args: dict[str, Any], result: ToolResult) -> ToolResultView | None:
+    meta = _meta(result)
+    if meta is None:
+        return None
+    note = f" ({meta['omitted']} more changes not shown)" if meta["omitted"] else ""
+    return _diff_result("Edit", meta, _hunk_diffs(meta), note)
+
+
+edit_tool = define_tool(
+    name="edit",
+    description=(
+        "Replace text in a file. old_string must match the file exactly, whitespace included, "
+        "and occur exactly once, unless replace_all is true. Read the file first in this "
+        "session. The file keeps its line endings and encoding."
+    ),
+    parameters=_EDIT_PARAMETERS,
+    execute=_edit,
+    present_call=_present_edit,
+    present_result=_present_edit_result,
+    kind="edit",
+)
+
+
+# -- glob, grep, ls ----------------------------------------------------------------------
+
+_SKIPPED = ", ".join(sorted(_search.SKIP_DIRS))
+_PATH: SchemaProp = {
+    "type": "string",
+    "description": "The directory to search (default: the working directory).",
+}
+
+
+async def _in_thread(call: Callable[[], _search.Found]) -> _search.Found:
+    # Walks run in a worker thread so the event loop keeps serving the session; the walk polls
+    # check_cancelled, so a cancelled call stops within a few hundred files.
+    return await anyio.to_thread.run_sync(call)
+
+
+def _search_result(body: str, found: _search.Found, empty: str, narrow: str) -> str:
+    if not found.lines:
+        return empty
+    if found.omitted:
+        body += f"\n\n[{found.omitted} more not shown; {narrow}.]"
+    return body
+
+
+def _directory(execution: ToolExecution, path: str | None) -> str:
+    directory = _paths.absolute(execution, path or ".")
+    if not os.path.isdir(directory):
+        raise ToolError(
+            f"{directory} is not a directory" if os.path.exists(directory) else f"{directory} does not exist"
+        )
+    return directory
+
+
+def _glob_target(execution: ToolExecution, args: dict[str, Any]) -> tuple[str, str]:
+    literal, rest = _search.glob_root(args["pattern"])
+    return _paths.absolute(execution, os.path.join(args.get("path") or ".", literal)), rest
+
+
+_GLOB_PARAMETERS: SchemaSpec = {
+    "pattern": {"type": "string", "required": True, "description": "The glob, e.g. src/**/*.py."},
+    "path": _PATH,
+}
+
+
+async def _glob(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+    root, pattern = _glob_target(execution, args)
+    _directory(execution, root)
+    found = await _in_thread(
+        functools.partial(
+            _search.glob_files, root, pattern, limit=_MAX_GLOB, check=anyio.from_thread.check_cancelled
+        )
+    )
+    body = _search_result(
+        "\n".join(found.lines), found, f"No files match {args['pattern']} in {root}.", "narrow the pattern"
+    )
+    return ToolOutput([text(body)], meta={"root": root, "count": len(found.lines) + found.omitted})
+
+
+def _present_glob(args: dict[str, Any]) -> ToolCallView:
+    where = f" in {args['path']}" if args.get("path") else ""
+    return GenericCallView(title=f"Glob {args['pattern']}{where}", kind="search", raw_input=args)
+
+
+def _present_search_result(args: dict[str, Any], result: ToolResult) -> ToolResultView | None:
+    return (
+        None if _meta(result) is None else GenericResultView(content=(text(_fenced(_result_text(result))),))
+    )
+
+
+glob_tool = define_tool(
+    name="glob",
+    description=(
+        "Find files by path pattern: ** matches any number of directories, * and ? match within "
+        "a name, [abc] one of the characters, {a,b} either alternative (e.g. src/**/*.{ts,tsx}). "
+        f"Returns absolute paths, sorted, at most {_MAX_GLOB}. Skips {_SKIPPED}; does not follow "
+        "symlinks."
+    ),
+    parameters=_GLOB_PARAMETERS,
+    execute=_glob,
+    present_call=_present_glob,
+    present_result=_present_search_result,
+    kind="search",
+    read_only=True,
+)
+
+_GREP_PARAMETERS: SchemaSpec = {
+    "pattern": {"type": "string", "required": True, "description": "A Python regular expression."},
+    "path": {
+        "type": "string",
+        "description": "The file or directory to search (default: the working directory).",
+    },
+    "glob": {
+        "type": "string",
+        "description": "Only files whose name matches this glob (e.g. *.py); with a /, the path below path.",
+    },
+    "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
+}
+
+
+async def _grep(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+    root = _paths.absolute(execution, args.get("path") or ".")
+    if not os.path.exists(root):  # noqa: ASYNC240 (a stat: cheaper than a thread hop)
+        raise ToolError(f"{root} does not exist")
+    flags = re.MULTILINE | (re.IGNORECASE if args.get("case_insensitive") else 0)
+    try:
+        pattern = re.compile(args["pattern"], flags)
+    except re.error as error:
+        raise ToolError(f"invalid regular expression {args['pattern']!r}: {error}") from None
+    grep = functools.partial(
+        _search.grep_files,
+        root,
+        pattern,
+        file_glob=args.get("glob"),
+        limit=_MAX_GREP,
+        max_line=_MAX_GREP_LINE,
+        check=anyio.from_thread.check_cancelled,
+    )
+    found = await _in_thread(grep)
+    empty = f"No matches for {args['pattern']} in {root}."
+    body = _search_result("\n".join(found.lines), found, empty, "narrow the pattern, path or glob")
+    total = len(found.lines) + found.omitted
+    return ToolOutput([text(body)], meta={"root": root, "matches": total, "files": found.files})
+
+
+def _present_grep(args: dict[str, Any]) -> ToolCallView:
+    where = f" in {args['path']}" if args.get("path") else ""
+    only = f" ({args['glob']})" if args.get("glob") else ""
+    return GenericCallView(title=f"Grep {args['pattern']}{where}{only}", kind="search", raw_input=args)
+
+
+grep_tool = define_tool(
+    name="grep",
+    description=(
+        "Search file contents with a Python regular expression (^ and $ match at line breaks). "
+        f"Returns matching lines as path:line:text, sorted by path and line, at most {_MAX_GREP}. "
+        f"Skips binary files and {_SKIPPED}; does not follow symlinks."
+    ),
+    parameters=_GREP_PARAMETERS,
+    execute=_grep,
+    present_call=_present_grep,
+    present_result=_present_search_result,
+    kind="search",
+    read_only=True,
+)
+
+_LS_PARAMETERS: SchemaSpec = {
+    "path": {"type": "string", "description": "The directory to list (default: the working directory)."},
+}
+
+
+async def _ls(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
+    directory = _directory(execution, args.get("path"))
+    found = await _in_thread(functools.partial(_search.list_dir, directory, limit=_MAX_LS))
+    lines = [directory.rstrip("/") + "/", *(f"  {line}" for line in found.lines)]
+    if found.skipped:
+        lines.append(f"  [not listed: {', '.join(found.skipped)}]")
+    body = "\n".join(lines) if len(lines) > 1 else f"{directory} is empty."
+    if found.omitted:
+        body += f"\n\n[{found.omitted} more not shown; list a subdirectory.]"
+    return ToolOutput([text(body)], meta={"path": directory, "count": len(found.lines) + found.omitted})
+
+
+def _present_ls(args: dict[str, Any]) -> ToolCallView:
+    return GenericCallView(title=f"List {args.get('path') or '.'}", kind="read", raw_input=args)
+
+
+ls_tool = define_tool(
+    name="ls",
+    description=(
+        f"List a directory, sorted: subdirectories end with /, symlinks show their target. At most "
+        f"{_MAX_LS} entries; {_SKIPPED} are only named."
+    ),
+    parameters=_LS_PARAMETERS,
+    execute=_ls,
+    present_call=_present_ls,
+    present_result=_present_search_result,
+    kind="read",
+    read_only=True,
+)
+
+
+# -- the policy and registration ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    verb: str
+    target: Callable[[ToolExecution, dict[str, Any]], str]
+    """The absolute path a call touches."""
+    needs_read: bool = False
+    """An existing file must have been read in this session first."""
+
+
+def _file_arg(execution: ToolExecution, args: dict[str, Any]) -> str:
+    return _paths.absolute(execution, args["file_path"])
+
+
+def _path_arg(execution: ToolExecution, args: dict[str, Any]) -> str:
+    return _paths.absolute(execution, args.get("path") or ".")
+
+
+_RULES: dict[ToolDefinition, _Rule] = {
+    read_tool: _Rule("read", _file_arg),
+    write_tool: _Rule("write", _file_arg, needs_read=True),
+    edit_tool: _Rule("edit", _file_arg, needs_read=True),
+    glob_tool: _Rule("search", lambda execution, args: _glob_target(execution, args)[0]),
+    grep_tool: _Rule("search", _path_arg),
+    ls_tool: _Rule("list", _path_arg),
+}
+
+
+def fs_policy(registry: ToolRegistry) -> PreExecuteListener:
+    """The pre-execute listener for the fs tools registered in ``registry``.
+
+    It keys on the tool definitions themselves (not on names), so another tool called ``read``
+    is not its business, and it composes: every decision it does not make is left to the
+    listeners after it.
+
+    - ``write`` over an existing file and ``edit`` need a prior ``read`` of that file in this
+      session (or a write or edit of it): otherwise ``Deny``, telling the model to read first.
+      (Whether the file changed since is checked by the tools, which hold its text then.)
+    - A path outside the session's cwd and additional directories, compared as real paths (so
+      neither ``..`` nor a symlink leads out), gives ``Ask`` (unless a later listener denies),
+      never a silent access.
+    """
+
+    async def listener(execution: ToolExecution, next_: PreNext) -> PreToolDecision:
+        definition = registry.get(execution.name)
+        rule = _RULES.get(definition) if definition is not None else None
+        if rule is None or not isinstance(execution.arguments, dict):
+            return await next_()
+        try:
+            path = rule.target(execution, execution.arguments)
+        except ToolError:  # the tool itself reports a path it cannot resolve
+            return await next_()
+        # Two stats, cheaper than a hop to a worker thread: they run on the event loop.
+        real = os.path.realpath(path)  # noqa: ASYNC240
+        if rule.needs_read and os.path.isfile(real) and not _tracker(execution).has_read(real):  # noqa: ASYNC240
+            return Deny(
+                f"{path} has not been read in this session; read it before you {rule.verb} it, "
+                "so that the change is made to its current content"
+            )
+        if _paths.inside_workspace(real, _paths.workspace_roots(execution)):
+            return await next_()
+        decision = await next_()
+        if isinstance(decision, Deny):
+            return decision
+        shown = path if real == path else f"{path} (really {real})"
+        return Ask(f"{rule.verb} {shown}, which is outside the workspace")
+
+    return listener
+
+
+def fs_tools() -> list[ToolDefinition]:
+    """The file-system tools, in catalog order. Register ``fs_policy`` with them (or use
+    ``register_fs_tools``): without it nothing asks before touching files outside the workspace."""
+    return list(_RULES)
+
+
+def register_fs_tools(registry: ToolRegistry) -> Disposer:
+    """Register the fs tools and their policy in ``registry``; the disposer removes them all."""
+    disposers: list[Disposer] = []
+
+    def undo() -> None:
+        for disposer in reversed(disposers):
+            disposer()
+
+    try:
+        for tool in fs_tools():
+            disposers.append(registry.register(tool))
+        disposers.append(registry.on_pre_execute(fs_policy(registry)))
+    except BaseException:
+        undo()
+        raise
+    return Disposer(undo)
