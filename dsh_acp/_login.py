@@ -1,0 +1,161 @@
+"""``dsh-acp login``: ask for an API key on the terminal and store it in the user config file.
+
+An editor that advertises ``auth.terminal`` runs this in a terminal when the user picks the
+"Log in" auth method. The key goes into ``config.toml`` as ``api_key``, the file is written
+atomically with mode 0600 (its folder 0700), and every other line of the file — keys, tables,
+comments — is kept as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ._settings import SettingsError, default_config_path, load_config_file
+
+__all__ = ["login_main", "store_api_key"]
+
+_TABLE_HEADER = re.compile(r"^\s*\[")
+_API_KEY_LINE = re.compile(r"""^\s*(?:api_key|"api_key"|'api_key')\s*=""")
+_NEW_FILE_HEADER = "# dsh-acp settings (see the README for every key)\n"
+
+
+def login_main(
+    argv: Sequence[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    read_secret: Callable[[str], str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run ``dsh-acp login ARGV``; returns the exit status (0: stored)."""
+    env = os.environ if environ is None else environ
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    parser = argparse.ArgumentParser(
+        prog="dsh-acp login",
+        description="Store an API key for dsh-acp in the user config file (readable only by you).",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        type=Path,
+        default=None,
+        help=f"the config file (default: {default_config_path(env)})",
+    )
+    args = parser.parse_args(list(argv))
+    path: Path = args.config or default_config_path(env)
+    if read_secret is None:
+        import getpass
+
+        read_secret = getpass.getpass
+    try:
+        key = read_secret("API key (input is hidden): ").strip()
+    except (EOFError, KeyboardInterrupt):
+        print("\ndsh-acp login: cancelled; nothing was stored", file=err)
+        return 1
+    if not key:
+        print("dsh-acp login: no key entered; nothing was stored", file=err)
+        return 1
+    if any(ch.isspace() or not ch.isprintable() for ch in key):
+        print("dsh-acp login: an API key has no spaces or control characters; nothing was stored", file=err)
+        return 1
+    try:
+        store_api_key(path, key)
+    except (OSError, SettingsError) as error:
+        print(f"dsh-acp login: {error}", file=err)
+        return 1
+    print(f"Stored the API key in {path} (mode 0600).", file=out)
+    if env.get("DSH_API_KEY"):
+        print(
+            "Note: DSH_API_KEY is set in this environment; it takes precedence over the stored key.", file=out
+        )
+    return 0
+
+
+def store_api_key(path: str | Path, key: str) -> None:
+    """Set ``api_key`` in the config file at ``path``, keeping everything else in it.
+
+    Raises ``SettingsError`` when the existing file is not valid TOML or cannot be updated
+    without changing other keys (it is then left untouched), ``OSError`` when it cannot be written.
+    """
+    path = Path(path)
+    existing = load_config_file(path)  # refuses a malformed file rather than overwrite it
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = _NEW_FILE_HEADER
+    updated = _with_api_key(text, key)
+    _check_update(updated, existing, key, path)
+    _write_private(path, updated)
+
+
+def _with_api_key(text: str, key: str) -> str:
+    entry = f"api_key = {_toml_string(key)}\n"
+    lines = text.splitlines(keepends=True)
+    first_table = next((i for i, line in enumerate(lines) if _TABLE_HEADER.match(line)), len(lines))
+    for i in range(first_table):
+        if _API_KEY_LINE.match(lines[i]):
+            lines[i] = entry
+            break
+    else:
+        # A top-level key must come before the first [table] header, or it would land inside it.
+        if first_table and not lines[first_table - 1].endswith(("\n", "\r")):
+            lines[first_table - 1] += "\n"
+        lines.insert(first_table, entry + ("\n" if first_table < len(lines) else ""))
+    return "".join(lines)
+
+
+def _check_update(text: str, before: Mapping[str, Any], key: str, path: Path) -> None:
+    import tomllib
+
+    try:
+        after = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        after = None
+    if after != {**before, "api_key": key}:
+        # e.g. a multi-line string that looks like a table header: never guess, never damage.
+        raise SettingsError(f"cannot update {path} safely; set api_key in it by hand")
+
+
+def _toml_string(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, readable by the owner only."""
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=0o700)
+        os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename itself durable; not every file system lets a folder be fsynced
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)

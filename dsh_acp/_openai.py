@@ -1,0 +1,701 @@
+"""The OpenAI-compatible model: ``POST {base_url}/chat/completions`` with ``stream: true``.
+
+Speaks the dialect DeepSeek, OpenAI, vLLM, llama.cpp's server and Ollama share: server-sent
+events whose ``data:`` lines carry ``chat.completion.chunk`` objects, ending with ``[DONE]``.
+
+httpx is imported inside the methods that use it: ``import dsh_acp._openai`` stays cheap, so the
+agent answers ``initialize`` before the HTTP stack has loaded.
+
+Failure policy: HTTP 401/403 raise ``ModelAuthError``; HTTP 429, 5xx and a connection lost before
+the answer are retried with exponential back-off and jitter (bounded in attempts and in total
+wait, honouring ``Retry-After``); everything else — a refused connection, a timeout, a stalled or
+dropped stream, a malformed chunk — raises ``ModelError`` with one line saying what happened. The
+API key is scrubbed from every message, and exceptions from httpx are never chained.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import orjson
+
+from ._config import VERSION
+from ._model import (
+    AssistantMessage,
+    ContextMessage,
+    Finish,
+    FinishReason,
+    Message,
+    ModelAuthError,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ._settings import ModelSettings
+
+if TYPE_CHECKING:
+    import httpx
+
+    from dsh_tools import ContentBlock, ToolSchema
+
+__all__ = ["OpenAIModel", "SSEDecoder", "chat_messages", "chat_request"]
+
+_log = logging.getLogger(__name__)
+
+_FINISH: Final[dict[str, FinishReason]] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",  # the pre-tools name some servers still send
+    "length": "length",
+    "content_filter": "refusal",
+}
+_MAX_LINE: Final = 16 * 1024 * 1024
+_MAX_ERROR_BODY: Final = 64 * 1024
+_DETAIL_CHARS: Final = 300
+
+
+# -- server-sent events ---------------------------------------------------------------------
+
+
+class SSEDecoder:
+    """Sans-IO server-sent-events decoder: bytes in, the ``data`` of each event out.
+
+    Lines may end in CRLF, LF or CR and may be split anywhere across ``feed`` calls (UTF-8
+    sequences too: a line is decoded only once complete). Comments (``: keep-alive``) and the
+    ``event``/``id``/``retry`` fields are skipped; several ``data`` lines of one event are joined
+    with newlines, as the SSE spec says.
+    """
+
+    def __init__(self, max_line: int = _MAX_LINE) -> None:
+        self._buffer = bytearray()
+        self._data: list[str] = []
+        self._max_line = max_line
+        self._skip_lf = False
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Consume bytes; return the data of every event they complete."""
+        out: list[str] = []
+        buffer = self._buffer
+        buffer += chunk
+        start = 0
+        length = len(buffer)
+        while start < length:
+            if self._skip_lf:
+                self._skip_lf = False
+                if buffer[start] == 0x0A:  # the LF of a CRLF split across two chunks
+                    start += 1
+                    continue
+            cr = buffer.find(b"\r", start)
+            lf = buffer.find(b"\n", start)
+            if cr == -1 and lf == -1:
+                break
+            end = min(i for i in (cr, lf) if i != -1)
+            self._line(bytes(buffer[start:end]), out)
+            if buffer[end] == 0x0D:
+                if end + 1 < length:
+                    start = end + 2 if buffer[end + 1] == 0x0A else end + 1
+                else:
+                    start = end + 1
+                    self._skip_lf = True
+            else:
+                start = end + 1
+        del buffer[:start]
+        if len(buffer) > self._max_line:
+            raise ModelError(f"the event stream sent a line longer than {self._max_line} bytes")
+        return out
+
+    def close(self) -> list[str]:
+        """The end of the stream: a last event not followed by a blank line still counts."""
+        out: list[str] = []
+        if self._buffer:
+            self._line(bytes(self._buffer), out)
+            self._buffer.clear()
+        self._line(b"", out)
+        return out
+
+    def _line(self, raw: bytes, out: list[str]) -> None:
+        if not raw:
+            if self._data:
+                out.append("\n".join(self._data))
+                self._data = []
+            return
+        if raw[:1] == b":":
+            return
+        name, colon, value = raw.partition(b":")
+        if not colon:
+            return  # a field with no value: "data" alone would add "", nothing we use
+        if name == b"data":
+            if value[:1] == b" ":
+                value = value[1:]
+            self._data.append(value.decode("utf-8", errors="replace"))
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+def chat_request(settings: ModelSettings, request: ModelRequest) -> dict[str, Any]:
+    """The JSON body of one ``/chat/completions`` call."""
+    body: dict[str, Any] = {
+        "model": settings.model,
+        "messages": chat_messages(
+            request.messages,
+            system=request.system,
+            accepts_images=settings.accepts_images,
+            send_reasoning=settings.send_reasoning,
+        ),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [_tool(schema) for schema in request.tools]
+    return body
+
+
+def _tool(schema: ToolSchema) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": schema.name, "description": schema.description, "parameters": schema.parameters},
+    }
+
+
+def chat_messages(
+    messages: Sequence[Message],
+    *,
+    system: str = "",
+    accepts_images: bool = False,
+    send_reasoning: bool = False,
+) -> list[dict[str, Any]]:
+    """Our conversation in the chat-completions shape.
+
+    Tool results become ``role: tool`` messages (text only, as the API takes); when the model
+    takes images, images a tool returned follow in one user message after that step's results
+    (a user message between the results of one step would break the call/result pairing).
+    ``ContextMessage`` becomes a user message wrapped in ``<context>`` so the model can tell it
+    from what the user typed.
+    """
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    pending_images: list[dict[str, Any]] = []
+    for message in messages:
+        if not isinstance(message, ToolResultMessage) and pending_images:
+            out.append(_tool_images(pending_images))
+            pending_images = []
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": _user_content(message.content, accepts_images)})
+        elif isinstance(message, AssistantMessage):
+            out.append(_assistant(message, send_reasoning))
+        elif isinstance(message, ToolResultMessage):
+            text, images = _tool_content(message.content, accepts_images)
+            out.append({"role": "tool", "tool_call_id": message.call_id, "content": text})
+            if images:
+                pending_images.append({"type": "text", "text": f"Images from tool call {message.call_id}:"})
+                pending_images.extend(images)
+        elif isinstance(message, ContextMessage):
+            out.append({"role": "user", "content": f"<context>\n{message.text}\n</context>"})
+    if pending_images:
+        out.append(_tool_images(pending_images))
+    return out
+
+
+def _tool_images(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"role": "user", "content": parts}
+
+
+def _assistant(message: AssistantMessage, send_reasoning: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    if message.tool_calls:
+        entry["tool_calls"] = [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in message.tool_calls
+        ]
+    elif not message.text:
+        entry["content"] = ""  # an assistant message needs content or tool_calls
+    if send_reasoning and (message.reasoning or message.tool_calls):
+        entry["reasoning_content"] = message.reasoning
+    return entry
+
+
+def _user_content(blocks: Iterable[ContentBlock], accepts_images: bool) -> str | list[dict[str, Any]]:
+    parts = [_part(block, accepts_images) for block in blocks]
+    if all(part["type"] == "text" for part in parts):
+        # A plain string is what every server takes (some local ones reject part lists).
+        return "\n\n".join(part["text"] for part in parts)
+    return parts
+
+
+def _part(block: ContentBlock, accepts_images: bool) -> dict[str, Any]:
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "image":
+        if accepts_images:
+            return {"type": "image_url", "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"}}
+        return {"type": "text", "text": "[an image was attached, but this model does not take images]"}
+    if block.type == "resource_link":
+        return {"type": "text", "text": _mention(block.uri, block.name)}
+    if block.type == "resource":
+        resource = block.resource
+        text = getattr(resource, "text", None)
+        if isinstance(text, str):
+            return {"type": "text", "text": f'<resource uri="{resource.uri}">\n{text}\n</resource>'}
+        mime = resource.mime_type or "application/octet-stream"
+        blob = getattr(resource, "blob", "")
+        if accepts_images and mime.startswith("image/"):
+            return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{blob}"}}
+        return {"type": "text", "text": f"[binary resource {resource.uri} ({mime}) not shown]"}
+    return {"type": "text", "text": "[audio is not supported]"}
+
+
+def _mention(uri: str, name: str) -> str:
+    if uri.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        return f"[@{name}]({uri}) (file: {unquote(urlsplit(uri).path)})"
+    return f"[@{name}]({uri})"
+
+
+def _tool_content(blocks: Iterable[ContentBlock], accepts_images: bool) -> tuple[str, list[dict[str, Any]]]:
+    texts: list[str] = []
+    images: list[dict[str, Any]] = []
+    for block in blocks:
+        part = _part(block, accepts_images)
+        if part["type"] == "text":
+            texts.append(part["text"])
+        else:
+            images.append(part)
+            texts.append("[image: shown in the next message]")
+    return "\n".join(texts), images
+
+
+# -- the response -----------------------------------------------------------------------------
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+class _Assembler:
+    """Chunks in, events out: deltas at once; tool calls, usage and the finish at the end."""
+
+    def __init__(self, context_window: int | None, where: str) -> None:
+        self.context_window = context_window
+        self.where = where
+        self.calls: dict[int, _PartialCall] = {}
+        self.finish: str | None = None
+        self.usage: Usage | None = None
+
+    def feed(self, chunk: Any) -> list[ModelEvent]:
+        if not isinstance(chunk, dict):
+            raise ModelError(f"the API at {self.where} sent a stream chunk that is not a JSON object")
+        if chunk.get("error"):
+            raise ModelError(f"the API at {self.where} reported an error mid-response: {_detail(chunk)}")
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            if isinstance(prompt, int) and isinstance(completion, int):
+                self.usage = Usage(prompt, completion, self.context_window)
+        events: list[ModelEvent] = []
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return events
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue  # we ask for one choice (n=1)
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                # DeepSeek and vLLM say reasoning_content; OpenRouter, Ollama and newer vLLM, reasoning.
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(reasoning, str) and reasoning:
+                    events.append(ReasoningDelta(reasoning))
+                content = delta.get("content")
+                if isinstance(content, str) and content:
+                    events.append(TextDelta(content))
+                tool_calls = delta.get("tool_calls")
+                if isinstance(tool_calls, list):
+                    self._tool_deltas(tool_calls)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.finish = reason
+        return events
+
+    def _tool_deltas(self, deltas: list[Any]) -> None:
+        for position, delta in enumerate(deltas):
+            if not isinstance(delta, dict):
+                continue
+            index = delta.get("index")
+            if not isinstance(index, int):
+                index = position  # a few servers omit it; they send one call per position
+            call = self.calls.setdefault(index, _PartialCall())
+            if isinstance(delta.get("id"), str) and delta["id"] and not call.id:
+                call.id = delta["id"]
+            function = delta.get("function")
+            if isinstance(function, dict):
+                # Some servers repeat the name in every delta: the first one wins, never concatenated.
+                if isinstance(function.get("name"), str) and function["name"] and not call.name:
+                    call.name = function["name"]
+                if isinstance(function.get("arguments"), str):
+                    call.arguments += function["arguments"]
+
+    def end(self, saw_done: bool) -> list[ModelEvent]:
+        if self.finish is None and not saw_done:
+            raise ModelError(f"the response from {self.where} ended before it was complete")
+        reason = _FINISH.get(self.finish or "stop", "stop")
+        events: list[ModelEvent] = []
+        if self.calls and reason in ("length", "refusal"):
+            # Cut-off calls would never get results, and the next request would be refused for it.
+            _log.info("dropping %d tool call(s) of a response that ended with %s", len(self.calls), reason)
+        else:
+            for index in sorted(self.calls):
+                call = self.calls[index]
+                if not call.name:
+                    raise ModelError(f"the API at {self.where} sent a tool call without a name")
+                events.append(
+                    ToolCallRequest(
+                        id=call.id or f"call_{uuid.uuid4().hex}", name=call.name, arguments=call.arguments
+                    )
+                )
+            if events and reason == "stop":
+                reason = "tool_calls"  # Ollama and others report "stop" after tool calls
+        if self.usage is not None:
+            events.append(self.usage)
+        events.append(Finish(reason))
+        return events
+
+
+# -- the model --------------------------------------------------------------------------------
+
+
+class OpenAIModel:
+    """A ``Model`` backed by an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    One instance per session; it keeps one ``httpx.AsyncClient`` (made at the first request) —
+    close it with ``aclose()``. ``sleep`` and ``jitter`` are injectable so tests can observe the
+    back-off without waiting for it.
+    """
+
+    def __init__(
+        self,
+        settings: ModelSettings,
+        *,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep or anyio.sleep
+        self._jitter = jitter
+        self._client: httpx.AsyncClient | None = None
+        self._where = _display_url(settings.base_url)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
+    def accepts_images(self) -> bool:
+        return self.settings.accepts_images
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (the model can still be used: a new client is made)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        """Send the request and yield its events (deltas as they come; tool calls, usage and
+        ``Finish`` once the stream is complete)."""
+        body = orjson.dumps(chat_request(self.settings, request))
+        try:
+            # aclosing: when the consumer stops early, the response closes now, not at GC time.
+            async with aclosing(self._events(body)) as events:
+                async for event in events:
+                    yield event
+        except ModelError as error:
+            # One gate for every message: whatever a server echoes back, the key stays here.
+            raise type(error)(self._scrub(str(error))) from None
+
+    async def _events(self, body: bytes) -> AsyncGenerator[ModelEvent, None]:
+        deadline = anyio.current_time() + self.settings.request_timeout
+        response = await self._send(body)
+        chunks = response.aiter_bytes()
+        try:
+            assembler = _Assembler(self.settings.context_window, self._where)
+            decoder = SSEDecoder()
+            saw_done = False
+            while not saw_done:
+                data = await self._next_bytes(chunks, deadline)
+                for payload in decoder.feed(data) if data is not None else decoder.close():
+                    if payload.strip() == "[DONE]":
+                        saw_done = True
+                        break
+                    for event in assembler.feed(self._json(payload)):
+                        yield event
+                if data is None:
+                    break
+            for event in assembler.end(saw_done):
+                yield event
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await _close_iterator(chunks)
+                await response.aclose()
+
+    # -- HTTP ---------------------------------------------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            import httpx
+
+            settings = self.settings
+            headers = {
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream",
+                # A compressed event stream may be held back by the decompressor; deltas are small.
+                "Accept-Encoding": "identity",
+                "User-Agent": f"dsh-acp/{VERSION}",
+            }
+            if settings.api_key:
+                headers["Authorization"] = f"Bearer {settings.api_key}"
+            self._client = httpx.AsyncClient(
+                headers=headers,
+                timeout=httpx.Timeout(
+                    connect=settings.connect_timeout,
+                    read=settings.stall_timeout,
+                    write=settings.stall_timeout,
+                    pool=settings.connect_timeout,
+                ),
+                follow_redirects=False,
+            )
+        return self._client
+
+    async def _send(self, body: bytes) -> httpx.Response:
+        import httpx
+
+        settings = self.settings
+        client = self._http()
+        url = f"{settings.base_url}/chat/completions"
+        waited = 0.0
+        attempt = 0
+        while True:
+            attempt += 1
+            retry_after: float | None = None
+            try:
+                response = await client.send(client.build_request("POST", url, content=body), stream=True)
+            except httpx.ConnectTimeout:
+                raise ModelError(
+                    f"cannot connect to {self._where}: no answer within {settings.connect_timeout:g} s"
+                ) from None
+            except httpx.TimeoutException:
+                raise ModelError(
+                    f"the API at {self._where} sent no answer within {settings.stall_timeout:g} s"
+                ) from None
+            except httpx.ConnectError as error:
+                raise ModelError(f"cannot connect to {self._where}: {self._scrub(_reason(error))}") from None
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as error:
+                # Often a pooled connection the server had closed: worth another try.
+                failure = f"the connection to {self._where} was lost before the answer ({_reason(error)})"
+            except httpx.HTTPError as error:
+                raise ModelError(
+                    f"the request to {self._where} failed: {self._scrub(_reason(error))}"
+                ) from None
+            else:
+                status = response.status_code
+                if status == 200:
+                    if _content_type(response) not in ("text/event-stream", ""):
+                        await response.aclose()
+                        raise ModelError(
+                            f"the API at {self._where} answered with {_content_type(response)},"
+                            " not an event stream"
+                        )
+                    return response
+                detail = await self._error_detail(response)
+                if status in (401, 403):
+                    raise ModelAuthError(self._auth_message(status, detail))
+                failure = _http_failure(self._where, status, detail, settings.model)
+                if status != 429 and status < 500:
+                    raise ModelError(self._scrub(failure))
+                retry_after = _retry_after(response.headers)
+            delay = retry_after
+            if delay is None:
+                ceiling = min(settings.retry_max_delay, settings.retry_base_delay * 2 ** (attempt - 1))
+                delay = ceiling * (0.5 + 0.5 * self._jitter())
+            if attempt > settings.max_retries or waited + delay > settings.retry_budget:
+                why = (
+                    f"; it asked to wait {retry_after:g} s"
+                    if retry_after and attempt <= settings.max_retries
+                    else ""
+                )
+                raise ModelError(self._scrub(f"{failure}; gave up after {attempt} attempt(s){why}"))
+            _log.warning("%s; retrying in %.1f s (attempt %d)", self._scrub(failure), delay, attempt + 1)
+            await self._sleep(delay)
+            waited += delay
+
+    async def _next_bytes(self, chunks: AsyncIterator[bytes], deadline: float) -> bytes | None:
+        import httpx
+
+        stall = self.settings.stall_timeout
+        budget = min(stall, deadline - anyio.current_time())
+        with anyio.move_on_after(max(budget, 0)):
+            try:
+                return await chunks.__anext__()
+            except StopAsyncIteration:
+                return None
+            except httpx.TimeoutException:
+                pass  # the socket read timed out first: the same stall
+            except httpx.HTTPError as error:
+                raise ModelError(
+                    f"the connection to {self._where} dropped mid-response: {self._scrub(_reason(error))}"
+                ) from None
+        if anyio.current_time() >= deadline:
+            raise ModelError(
+                f"the response from {self._where} took longer than {self.settings.request_timeout:g} s"
+            )
+        raise ModelError(f"the API at {self._where} stopped streaming: nothing for {stall:g} s")
+
+    def _json(self, payload: str) -> Any:
+        try:
+            return orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            snippet = payload if len(payload) <= 80 else payload[:77] + "..."
+            raise ModelError(
+                self._scrub(
+                    f"the API at {self._where} sent a malformed stream chunk (invalid JSON): {snippet!r}"
+                )
+            ) from None
+
+    async def _error_detail(self, response: httpx.Response) -> str:
+        body = bytearray()
+        try:
+            with anyio.move_on_after(self.settings.stall_timeout):
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) >= _MAX_ERROR_BODY:
+                        break
+        except Exception:  # the status line is what matters; a broken body does not
+            _log.debug("could not read the error body", exc_info=False)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await response.aclose()
+        try:
+            detail = _detail(orjson.loads(bytes(body)))
+        except orjson.JSONDecodeError:
+            detail = bytes(body).decode("utf-8", errors="replace")
+        return self._scrub(_one_line(detail or response.reason_phrase or ""))
+
+    def _auth_message(self, status: int, detail: str) -> str:
+        settings = self.settings
+        if settings.api_key:
+            what = (
+                f"rejected the key from {settings.key_source}" if settings.key_source else "rejected the key"
+            )
+        else:
+            what = "wants an API key"
+        said = f": {detail}" if detail else ""
+        return self._scrub(
+            f"the API at {self._where} {what} (HTTP {status}{said}): set {settings.key_hint}, "
+            "or run `dsh-acp login`"
+        )
+
+    def _scrub(self, text: str) -> str:
+        key = self.settings.api_key
+        return text.replace(key, "[redacted]") if key else text
+
+
+async def _close_iterator(iterator: AsyncIterator[bytes]) -> None:
+    aclose = getattr(iterator, "aclose", None)  # httpx's is an async generator
+    if aclose is not None:
+        try:
+            await aclose()
+        except Exception:  # it was broken by the very failure that brought us here
+            _log.debug("closing the byte stream failed", exc_info=True)
+
+
+def _http_failure(where: str, status: int, detail: str, model: str) -> str:
+    said = f": {detail}" if detail else ""
+    if status == 429:
+        return f"the API at {where} is rate-limiting requests (HTTP 429{said})"
+    if status >= 500:
+        return f"the API at {where} failed (HTTP {status}{said})"
+    if status == 404:
+        return f"the API at {where} answered HTTP 404{said} (check the model name {model!r} and the base URL)"
+    return f"the API at {where} refused the request (HTTP {status}{said})"
+
+
+def _detail(document: Any) -> str:
+    """The message of an error document (``{"error": {"message": ...}}`` and its variants)."""
+    if isinstance(document, dict):
+        error = document.get("error", document)
+        if isinstance(error, dict):
+            message = error.get("message") or error.get("detail") or error.get("msg")
+            if isinstance(message, str):
+                return _one_line(message)
+            return _one_line(orjson.dumps(error).decode())
+        if isinstance(error, str):
+            return _one_line(error)
+    return _one_line(str(document))
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 3] + "..."
+
+
+def _reason(error: BaseException) -> str:
+    return _one_line(str(error)) or type(error).__name__
+
+
+def _content_type(response: httpx.Response) -> str:
+    value: str = response.headers.get("content-type", "")
+    return value.split(";")[0].strip().lower()
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` in seconds or as
+    an HTTP date), or ``None``."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        try:
+            return max(float(milliseconds) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    import email.utils
+    import time
+
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def _display_url(url: str) -> str:
+    """The URL without credentials or query: it goes into messages the editor shows."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"

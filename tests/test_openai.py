@@ -1,0 +1,668 @@
+"""The OpenAI-compatible model against a fake server on 127.0.0.1: what it sends, how it reads
+the stream, and how it fails (auth, retries, drops, stalls, malformed chunks) — never hanging,
+never leaking the key."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from contextlib import aclosing
+from dataclasses import replace
+from typing import Any
+
+import anyio
+import pytest
+from fake_openai import FakeOpenAI, Reply, chunk, error_reply, sse, stream_reply, tool_delta
+
+from dsh_acp._model import (
+    AssistantMessage,
+    ContextMessage,
+    Finish,
+    Message,
+    ModelAuthError,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from dsh_acp._openai import OpenAIModel
+from dsh_acp._settings import ModelSettings
+from dsh_tools import ToolSchema
+from dsh_tools._content import TextBlock
+
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-test-7f3a9c1e5b2d4f60a8e7"
+TOOL = ToolSchema(
+    name="read",
+    description="Read a file.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
+REQUEST = ModelRequest(messages=[UserMessage((TextBlock(text="hello"),))], tools=[TOOL], system="be brief")
+
+
+def settings_for(server: FakeOpenAI, **changes: Any) -> ModelSettings:
+    settings = ModelSettings(
+        model="deepseek-chat",
+        base_url=server.base_url,
+        api_key=KEY,
+        key_source="DSH_API_KEY",
+        key_hint="DSH_API_KEY (or DEEPSEEK_API_KEY)",
+        context_window=131072,
+        stall_timeout=5.0,
+        retry_base_delay=0.01,
+    )
+    return replace(settings, **changes)
+
+
+class Sleeps:
+    """An injected sleep: records the back-off instead of waiting it out."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+
+
+async def collect(model: OpenAIModel, request: ModelRequest = REQUEST) -> list[ModelEvent]:
+    async with aclosing(model.stream(request)) as events:
+        return [event async for event in events]
+
+
+async def collect_until_error(
+    model: OpenAIModel, request: ModelRequest = REQUEST
+) -> tuple[list[ModelEvent], ModelError]:
+    seen: list[ModelEvent] = []
+    try:
+        async with aclosing(model.stream(request)) as events:
+            async for event in events:
+                seen.append(event)
+    except ModelError as error:
+        return seen, error
+    raise AssertionError(f"no ModelError; the events were {seen}")
+
+
+# -- the happy path ---------------------------------------------------------------------------
+
+
+async def test_streams_reasoning_text_usage_and_finish() -> None:
+    reply = stream_reply(
+        chunk(reasoning="Think"),
+        chunk(reasoning="ing."),
+        chunk("Hel"),
+        chunk("lo!"),
+        chunk(finish="stop"),
+        chunk(usage=(1200, 34), choices=False),
+    )
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [
+        ReasoningDelta("Think"),
+        ReasoningDelta("ing."),
+        TextDelta("Hel"),
+        TextDelta("lo!"),
+        Usage(1200, 34, 131072),
+        Finish("stop"),
+    ]
+
+
+async def test_request_line_headers_and_body() -> None:
+    async with FakeOpenAI([stream_reply(chunk("ok", finish="stop"))]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            await collect(model)
+        finally:
+            await model.aclose()
+    [sent] = server.requests
+    assert (sent.method, sent.path) == ("POST", "/v1/chat/completions")
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    assert sent.headers["content-type"] == "application/json"
+    assert sent.headers["accept"] == "text/event-stream"
+    assert sent.headers["user-agent"].startswith("dsh-acp/")
+    assert sent.json == {
+        "model": "deepseek-chat",
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "read", "description": "Read a file.", "parameters": TOOL.parameters},
+            }
+        ],
+    }
+
+
+async def test_no_key_sends_no_authorization_header() -> None:
+    async with FakeOpenAI([stream_reply(chunk("ok", finish="stop"))]) as server:
+        model = OpenAIModel(settings_for(server, api_key=None))
+        try:
+            await collect(model, ModelRequest(messages=[UserMessage((TextBlock(text="x"),))], tools=[]))
+        finally:
+            await model.aclose()
+    [sent] = server.requests
+    assert "authorization" not in sent.headers
+    assert "tools" not in sent.json  # an empty tools list is refused by some servers
+
+
+async def test_conversation_round_trips_through_the_request() -> None:
+    history: list[Message] = [
+        UserMessage((TextBlock(text="fix it"),)),
+        AssistantMessage(
+            text="Looking.",
+            reasoning="need the file",
+            tool_calls=(ToolCallRequest("call_1", "read", '{"path": "a.py"}'),),
+        ),
+        ToolResultMessage("call_1", "read", (TextBlock(text="print(1)"),)),
+        ContextMessage("a.py is generated"),
+    ]
+    async with FakeOpenAI([stream_reply(chunk("done", finish="stop"))] * 2) as server:
+        for send_reasoning in (True, False):
+            model = OpenAIModel(settings_for(server, send_reasoning=send_reasoning))
+            try:
+                await collect(model, ModelRequest(messages=history, tools=[TOOL]))
+            finally:
+                await model.aclose()
+    with_reasoning, without = (request.json["messages"] for request in server.requests)
+    assert with_reasoning == [
+        {"role": "user", "content": "fix it"},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": '{"path": "a.py"}'},
+                }
+            ],
+            "reasoning_content": "need the file",
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "print(1)"},
+        {"role": "user", "content": "<context>\na.py is generated\n</context>"},
+    ]
+    assert "reasoning_content" not in without[1]
+    assert without[0] == with_reasoning[0]
+    assert without[2:] == with_reasoning[2:]
+
+
+async def test_one_client_per_model_and_aclose() -> None:
+    replies = [stream_reply(chunk("a", finish="stop")), stream_reply(chunk("b", finish="stop"))]
+    async with FakeOpenAI(replies) as server:
+        model = OpenAIModel(settings_for(server))
+        await collect(model)
+        client = model._client
+        await collect(model)
+        assert model._client is client is not None
+        await model.aclose()
+        assert client.is_closed
+        assert model._client is None
+        await model.aclose()  # twice is fine
+
+
+# -- the stream -------------------------------------------------------------------------------
+
+
+async def test_tool_call_deltas_are_assembled_by_index() -> None:
+    reply = stream_reply(
+        chunk("Reading both."),
+        chunk(tool_calls=[tool_delta(0, id="call_a", name="read", arguments="")]),
+        chunk(tool_calls=[tool_delta(0, arguments='{"pa')]),
+        chunk(tool_calls=[tool_delta(1, id="call_b", name="grep", arguments='{"pattern": "\\u00e9')]),
+        chunk(tool_calls=[tool_delta(0, arguments='th": "a.py"')]),
+        chunk(tool_calls=[tool_delta(1, arguments='\\"x\\"" }')]),
+        # Some servers repeat the name with every delta: it must not be doubled.
+        chunk(tool_calls=[tool_delta(0, name="read", arguments="}")]),
+        chunk(tool_calls=[tool_delta(2, id="call_c", name="ls", arguments="{}")]),
+        chunk(finish="tool_calls"),
+        chunk(usage=(10, 20), choices=False),
+    )
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [
+        TextDelta("Reading both."),
+        ToolCallRequest("call_a", "read", '{"path": "a.py"}'),
+        ToolCallRequest("call_b", "grep", '{"pattern": "\\u00e9\\"x\\"" }'),
+        ToolCallRequest("call_c", "ls", "{}"),
+        Usage(10, 20, 131072),
+        Finish("tool_calls"),
+    ]
+
+
+async def test_sse_split_anywhere_with_comments_and_crlf() -> None:
+    body = b"".join(
+        [
+            b": keep-alive\r\n\r\n",
+            b"event: message\r\n",
+            *(piece.replace(b"\n", b"\r\n") for piece in sse(chunk("h\u00e9llo "), done=False)),
+            b":\n\n",
+            *sse(chunk("w\u00f6rld", finish="stop"), chunk(usage=(3, 4), choices=False)),
+        ]
+    )
+    # Every 7 bytes: lines, CRLFs and UTF-8 sequences all fall across chunk boundaries.
+    pieces = [body[i : i + 7] for i in range(0, len(body), 7)]
+    async with FakeOpenAI([Reply(chunks=pieces)]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [TextDelta("h\u00e9llo "), TextDelta("w\u00f6rld"), Usage(3, 4, 131072), Finish("stop")]
+
+
+@pytest.mark.parametrize(
+    ("sent", "expected"),
+    [("stop", "stop"), ("tool_calls", "tool_calls"), ("length", "length"), ("content_filter", "refusal")],
+)
+async def test_finish_reasons_are_mapped(sent: str, expected: str) -> None:
+    async with FakeOpenAI([stream_reply(chunk("x"), chunk(finish=sent))]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events[-1] == Finish(expected)  # type: ignore[arg-type]
+
+
+async def test_cut_off_tool_calls_are_dropped() -> None:
+    reply = stream_reply(
+        chunk(tool_calls=[tool_delta(0, id="c", name="read", arguments='{"pa')]), chunk(finish="length")
+    )
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [Finish("length")]
+
+
+async def test_tool_calls_with_stop_finish_count_as_tool_calls() -> None:
+    reply = stream_reply(
+        chunk(tool_calls=[tool_delta(0, id="c", name="ls", arguments="{}")]), chunk(finish="stop")
+    )
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [ToolCallRequest("c", "ls", "{}"), Finish("tool_calls")]
+
+
+async def test_unknown_context_window_gives_usage_without_size() -> None:
+    reply = stream_reply(chunk("x", finish="stop"), chunk(usage=(5, 6), choices=False))
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server, context_window=None))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert Usage(5, 6, None) in events
+
+
+# -- failures ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_rejected_key_is_an_auth_error_naming_the_variables(status: int) -> None:
+    async with FakeOpenAI([error_reply(status, "Authentication Fails")]) as server:
+        model = OpenAIModel(settings_for(server), sleep=Sleeps())
+        try:
+            _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert isinstance(error, ModelAuthError)
+    message = str(error)
+    assert "\n" not in message
+    assert f"HTTP {status}" in message
+    assert "set DSH_API_KEY (or DEEPSEEK_API_KEY)" in message
+    assert "key from DSH_API_KEY" in message
+    assert len(server.requests) == 1  # never retried
+
+
+async def test_missing_key_auth_error_says_one_is_wanted() -> None:
+    async with FakeOpenAI([error_reply(401, "no key")]) as server:
+        model = OpenAIModel(settings_for(server, api_key=None, key_source=None))
+        try:
+            _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert isinstance(error, ModelAuthError)
+    assert "wants an API key (HTTP 401: no key): set DSH_API_KEY" in str(error)
+
+
+async def test_429_then_success_honours_retry_after() -> None:
+    replies = [
+        error_reply(429, "slow down", headers={"Retry-After": "2"}),
+        stream_reply(chunk("ok", finish="stop")),
+    ]
+    sleeps = Sleeps()
+    async with FakeOpenAI(replies) as server:
+        model = OpenAIModel(settings_for(server), sleep=sleeps)
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [TextDelta("ok"), Finish("stop")]
+    assert len(server.requests) == 2
+    assert sleeps.delays == [2.0]
+
+
+async def test_retry_after_ms_is_understood() -> None:
+    replies = [
+        error_reply(503, "busy", headers={"retry-after-ms": "250"}),
+        stream_reply(chunk(finish="stop")),
+    ]
+    sleeps = Sleeps()
+    async with FakeOpenAI(replies) as server:
+        model = OpenAIModel(settings_for(server), sleep=sleeps)
+        try:
+            await collect(model)
+        finally:
+            await model.aclose()
+    assert sleeps.delays == [0.25]
+
+
+async def test_5xx_is_retried_with_exponential_backoff_then_fails() -> None:
+    sleeps = Sleeps()
+    async with FakeOpenAI([error_reply(500, "boom")] * 10) as server:
+        model = OpenAIModel(
+            settings_for(server, max_retries=3, retry_base_delay=1.0), sleep=sleeps, jitter=lambda: 1.0
+        )
+        try:
+            _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert not isinstance(error, ModelAuthError)
+    assert len(server.requests) == 4
+    assert sleeps.delays == [1.0, 2.0, 4.0]
+    assert str(error) == f"the API at {server.base_url} failed (HTTP 500: boom); gave up after 4 attempt(s)"
+
+
+async def test_backoff_has_jitter_and_a_ceiling() -> None:
+    sleeps = Sleeps()
+    async with FakeOpenAI([error_reply(502, "bad gateway")] * 10) as server:
+        settings = settings_for(
+            server, max_retries=5, retry_base_delay=1.0, retry_max_delay=3.0, retry_budget=100
+        )
+        model = OpenAIModel(settings, sleep=sleeps, jitter=lambda: 0.0)
+        try:
+            await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert sleeps.delays == [0.5, 1.0, 1.5, 1.5, 1.5]  # half of min(3, 2**n): the jitter's floor
+
+
+async def test_retry_budget_bounds_the_total_wait() -> None:
+    sleeps = Sleeps()
+    async with FakeOpenAI([error_reply(429, "quota", headers={"Retry-After": "600"})]) as server:
+        model = OpenAIModel(settings_for(server, retry_budget=90), sleep=sleeps)
+        try:
+            _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert sleeps.delays == []
+    assert len(server.requests) == 1
+    assert "HTTP 429: quota" in str(error)
+    assert "it asked to wait 600 s" in str(error)
+
+
+async def test_backoff_sleep_is_cancellable() -> None:
+    async with FakeOpenAI([error_reply(503, "busy")]) as server:
+        model = OpenAIModel(settings_for(server, retry_base_delay=30.0))  # the real anyio.sleep
+        started = time.monotonic()
+        try:
+            with anyio.move_on_after(0.2) as scope:
+                await collect(model)
+        finally:
+            await model.aclose()
+    assert scope.cancelled_caught
+    assert time.monotonic() - started < 5
+
+
+async def test_connection_lost_before_the_answer_is_retried() -> None:
+    replies = [Reply(then="close_before_answer"), stream_reply(chunk("ok", finish="stop"))]
+    sleeps = Sleeps()
+    async with FakeOpenAI(replies) as server:
+        model = OpenAIModel(settings_for(server), sleep=sleeps)
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [TextDelta("ok"), Finish("stop")]
+    assert len(server.requests) == 2
+    assert len(sleeps.delays) == 1
+
+
+async def test_other_4xx_fails_at_once_with_the_provider_message() -> None:
+    async with FakeOpenAI([error_reply(400, "messages[1]: unknown variant `image_url`")]) as server:
+        model = OpenAIModel(settings_for(server), sleep=Sleeps())
+        try:
+            _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert str(error) == (
+        f"the API at {server.base_url} refused the request"
+        " (HTTP 400: messages[1]: unknown variant `image_url`)"
+    )
+    assert len(server.requests) == 1
+
+
+async def test_404_hints_at_model_and_base_url() -> None:
+    async with FakeOpenAI([error_reply(404, "Model Not Exist")]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert "HTTP 404: Model Not Exist" in str(error)
+    assert "'deepseek-chat'" in str(error)
+
+
+async def test_stream_dropped_midway() -> None:
+    reply = Reply(chunks=sse(chunk("partial "), chunk("answer"), done=False), then="drop")
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            seen, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert seen == [TextDelta("partial "), TextDelta("answer")]
+    assert "dropped mid-response" in str(error)
+
+
+async def test_stream_closed_without_done_or_finish() -> None:
+    reply = Reply(chunks=sse(chunk("partial"), done=False), chunked=False)  # ends by closing
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            seen, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert seen == [TextDelta("partial")]
+    assert str(error) == f"the response from {server.base_url} ended before it was complete"
+
+
+async def test_stream_closed_after_finish_without_done_is_accepted() -> None:
+    reply = Reply(chunks=sse(chunk("all", finish="stop"), done=False), chunked=False)
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [TextDelta("all"), Finish("stop")]
+
+
+async def test_stalled_stream_ends_within_the_stall_timeout() -> None:
+    reply = Reply(chunks=sse(chunk("thinking..."), done=False), then="stall")
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server, stall_timeout=0.3))
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(5):
+                seen, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    elapsed = time.monotonic() - started
+    assert seen == [TextDelta("thinking...")]
+    assert str(error) == f"the API at {server.base_url} stopped streaming: nothing for 0.3 s"
+    assert 0.25 <= elapsed < 2
+
+
+async def test_no_answer_at_all_ends_within_the_stall_timeout() -> None:
+    async with FakeOpenAI([Reply(then="no_answer")]) as server:
+        model = OpenAIModel(settings_for(server, stall_timeout=0.3))
+        try:
+            with anyio.fail_after(5):
+                _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert str(error) == f"the API at {server.base_url} sent no answer within 0.3 s"
+
+
+async def test_keep_alives_forever_end_at_the_request_timeout() -> None:
+    reply = Reply(chunks=sse(chunk("x"), done=False), then="trickle", interval=0.05)
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server, stall_timeout=0.3, request_timeout=0.6))
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(5):
+                _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert str(error) == f"the response from {server.base_url} took longer than 0.6 s"
+    assert time.monotonic() - started < 3
+
+
+async def test_cancelling_the_consumer_stops_a_stalled_stream() -> None:
+    reply = Reply(chunks=sse(chunk("x"), done=False), then="stall")
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server, stall_timeout=60))
+        try:
+            with anyio.fail_after(5), anyio.move_on_after(0.2) as scope:
+                await collect(model)
+        finally:
+            await model.aclose()
+    assert scope.cancelled_caught
+
+
+async def test_invalid_json_chunk() -> None:
+    reply = Reply(chunks=[*sse(chunk("ok"), done=False), b'data: {"choices": [\n\n'])
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            seen, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert seen == [TextDelta("ok")]
+    assert "malformed stream chunk (invalid JSON)" in str(error)
+
+
+async def test_error_event_mid_stream() -> None:
+    reply = stream_reply(chunk("ok"), {"error": {"message": "overloaded", "type": "server_error"}})
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert str(error) == f"the API at {server.base_url} reported an error mid-response: overloaded"
+
+
+async def test_a_json_answer_instead_of_a_stream() -> None:
+    reply = Reply(body=b'{"choices": []}', content_type="application/json", chunked=False)
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert "answered with application/json, not an event stream" in str(error)
+
+
+async def test_connection_refused() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = OpenAIModel(
+        ModelSettings(model="m", base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY), sleep=Sleeps()
+    )
+    try:
+        with anyio.fail_after(5):
+            _, error = await collect_until_error(model)
+    finally:
+        await model.aclose()
+    assert str(error).startswith(f"cannot connect to http://127.0.0.1:{port}/v1: ")
+
+
+# -- the key stays secret ---------------------------------------------------------------------
+
+
+def _everywhere(error: BaseException) -> str:
+    return "\n".join([str(error), repr(error), "".join(traceback.format_exception(error))])
+
+
+async def test_the_key_never_appears_in_errors_or_logs(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    scenarios = [
+        [error_reply(401, f"Incorrect API key provided: {KEY}")],
+        [error_reply(400, f"bad request from key {KEY}")],
+        [error_reply(500, f"upstream said {KEY}")] * 3,
+        [error_reply(429, f"rate limit for {KEY}", headers={"Retry-After": "0"})] * 3,
+        [Reply(chunks=[f"data: {{not json {KEY}\n\n".encode()])],
+        [stream_reply({"error": {"message": f"key {KEY} revoked"}})],
+        [Reply(chunks=sse(chunk("x"), done=False), then="drop")],
+        [Reply(then="no_answer")],
+    ]
+    texts: list[str] = []
+    for replies in scenarios:
+        async with FakeOpenAI(replies) as server:
+            model = OpenAIModel(settings_for(server, max_retries=2, stall_timeout=0.3))
+            try:
+                with anyio.fail_after(5):
+                    _, error = await collect_until_error(model)
+            finally:
+                await model.aclose()
+        texts.append(_everywhere(error))
+    assert len(texts) == len(scenarios)
+    for text in texts:
+        assert KEY not in text
+    assert any("[redacted]" in text for text in texts)
+    assert caplog.records, "the retries should have been logged"
+    assert KEY not in caplog.text
+    for record in caplog.records:
+        assert KEY not in record.getMessage()
+    assert KEY not in repr(settings_for(server))
+
+
+def test_importing_the_module_does_not_import_httpx() -> None:
+    code = "import sys, dsh_acp._openai, dsh_acp._settings; assert 'httpx' not in sys.modules, 'httpx'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+async def test_name_and_image_support_come_from_the_settings() -> None:
+    model = OpenAIModel(
+        ModelSettings(model="gpt-4o", base_url="https://api.openai.com/v1", accepts_images=True)
+    )
+    assert model.name == "openai:gpt-4o"
+    assert model.accepts_images is True

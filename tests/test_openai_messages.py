@@ -1,0 +1,221 @@
+"""Pure pieces of the OpenAI-compatible model: the SSE decoder, the conversation mapping and the
+system prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsh_acp._model import (
+    AssistantMessage,
+    ContextMessage,
+    Message,
+    ModelError,
+    ToolCallRequest,
+    ToolResultMessage,
+    UserMessage,
+)
+from dsh_acp._openai import SSEDecoder, chat_messages
+from dsh_acp._prompt import system_prompt
+from dsh_tools import ToolSchema
+from dsh_tools._content import (
+    BlobResource,
+    EmbeddedResourceBlock,
+    ImageBlock,
+    ResourceLinkBlock,
+    TextBlock,
+    TextResource,
+)
+
+# -- SSE --------------------------------------------------------------------------------------
+
+
+def decode(*pieces: bytes) -> list[str]:
+    decoder = SSEDecoder()
+    out: list[str] = []
+    for piece in pieces:
+        out.extend(decoder.feed(piece))
+    out.extend(decoder.close())
+    return out
+
+
+def test_sse_events_comments_and_fields() -> None:
+    stream = (
+        b": keep-alive\n\n"
+        b"event: message\nid: 7\nretry: 100\ndata: one\n\n"
+        b"data:two\n\n"  # no space after the colon
+        b"data: multi\ndata: line\n\n"
+        b"data: [DONE]\n\n"
+    )
+    assert decode(stream) == ["one", "two", "multi\nline", "[DONE]"]
+
+
+def test_sse_line_endings() -> None:
+    assert decode(b"data: a\r\n\r\ndata: b\r\rdata: c\n\n") == ["a", "b", "c"]
+
+
+def test_sse_crlf_split_between_feeds() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\r") == []
+    assert decoder.feed(b"\n\r") == ["a"]
+    assert decoder.feed(b"\ndata: b\n\n") == ["b"]
+
+
+def test_sse_last_event_without_blank_line() -> None:
+    assert decode(b"data: tail") == ["tail"]
+
+
+def test_sse_refuses_an_endless_line() -> None:
+    decoder = SSEDecoder(max_line=10)
+    with pytest.raises(ModelError, match="longer than 10 bytes"):
+        decoder.feed(b"data: " + b"x" * 20)
+
+
+_PAYLOADS = st.lists(
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=30),
+    max_size=6,
+)
+
+
+@given(
+    payloads=_PAYLOADS,
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
+    crlf=st.booleans(),
+)
+def test_sse_any_split_gives_the_same_events(payloads: list[str], cuts: list[int], crlf: bool) -> None:
+    newline = "\r\n" if crlf else "\n"
+    text = "".join(f": ping{newline}data: {payload}{newline}{newline}" for payload in payloads)
+    raw = text.encode("utf-8")
+    points = sorted({min(cut, len(raw)) for cut in cuts})
+    pieces = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]
+    assert decode(*pieces) == payloads
+
+
+# -- the conversation -------------------------------------------------------------------------
+
+
+def test_user_blocks_become_parts() -> None:
+    message = UserMessage(
+        (
+            TextBlock(text="look at"),
+            ResourceLinkBlock(uri="file:///work/a%20b.py", name="a b.py"),
+            EmbeddedResourceBlock(resource=TextResource(uri="file:///work/c.py", text="x = 1")),
+            ImageBlock(data="AAAA", mime_type="image/png"),
+            EmbeddedResourceBlock(
+                resource=BlobResource(uri="file:///work/d.png", blob="BBBB", mime_type="image/png")
+            ),
+            EmbeddedResourceBlock(resource=BlobResource(uri="file:///work/e.bin", blob="CCCC")),
+        )
+    )
+    [mapped] = chat_messages([message], accepts_images=True)
+    assert mapped == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look at"},
+            {"type": "text", "text": "[@a b.py](file:///work/a%20b.py) (file: /work/a b.py)"},
+            {"type": "text", "text": '<resource uri="file:///work/c.py">\nx = 1\n</resource>'},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,BBBB"}},
+            {
+                "type": "text",
+                "text": "[binary resource file:///work/e.bin (application/octet-stream) not shown]",
+            },
+        ],
+    }
+
+
+def test_text_only_user_content_is_one_string() -> None:
+    message = UserMessage((TextBlock(text="a"), ResourceLinkBlock(uri="https://x.test/doc", name="doc")))
+    assert chat_messages([message]) == [{"role": "user", "content": "a\n\n[@doc](https://x.test/doc)"}]
+
+
+def test_images_are_described_when_the_model_takes_none() -> None:
+    message = UserMessage((TextBlock(text="see"), ImageBlock(data="AAAA", mime_type="image/png")))
+    [mapped] = chat_messages([message], accepts_images=False)
+    assert mapped["content"] == "see\n\n[an image was attached, but this model does not take images]"
+
+
+def test_tool_result_images_follow_the_step_in_one_user_message() -> None:
+    call_a = ToolCallRequest("a", "shot", "{}")
+    call_b = ToolCallRequest("b", "read", "{}")
+    messages: list[Message] = [
+        AssistantMessage(tool_calls=(call_a, call_b)),
+        ToolResultMessage(
+            "a", "shot", (TextBlock(text="took it"), ImageBlock(data="AAAA", mime_type="image/png"))
+        ),
+        ToolResultMessage("b", "read", (TextBlock(text="line 1"), TextBlock(text="line 2")), is_error=True),
+        ContextMessage("note"),
+    ]
+    mapped: list[dict[str, Any]] = chat_messages(messages, system="sys", accepts_images=True)
+    assert [m["role"] for m in mapped] == ["system", "assistant", "tool", "tool", "user", "user"]
+    assert mapped[1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "shot", "arguments": "{}"}},
+            {"id": "b", "type": "function", "function": {"name": "read", "arguments": "{}"}},
+        ],
+    }
+    assert mapped[2] == {
+        "role": "tool",
+        "tool_call_id": "a",
+        "content": "took it\n[image: shown in the next message]",
+    }
+    assert mapped[3] == {"role": "tool", "tool_call_id": "b", "content": "line 1\nline 2"}
+    assert mapped[4]["content"] == [
+        {"type": "text", "text": "Images from tool call a:"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+    ]
+    assert mapped[5] == {"role": "user", "content": "<context>\nnote\n</context>"}
+
+
+def test_empty_assistant_message_still_has_content() -> None:
+    assert chat_messages([AssistantMessage()]) == [{"role": "assistant", "content": ""}]
+
+
+def test_reasoning_is_echoed_only_when_asked() -> None:
+    message = AssistantMessage(text="hi", reasoning="hmm")
+    assert chat_messages([message]) == [{"role": "assistant", "content": "hi"}]
+    assert chat_messages([message], send_reasoning=True) == [
+        {"role": "assistant", "content": "hi", "reasoning_content": "hmm"}
+    ]
+    # After tool calls DeepSeek wants the field even when there was no reasoning.
+    calls = AssistantMessage(tool_calls=(ToolCallRequest("c", "ls", "{}"),))
+    assert chat_messages([calls], send_reasoning=True)[0]["reasoning_content"] == ""
+    assert "reasoning_content" not in chat_messages([AssistantMessage(text="x")], send_reasoning=True)[0]
+
+
+# -- the system prompt ------------------------------------------------------------------------
+
+TOOLS = [
+    ToolSchema(name, f"the {name} tool", {"type": "object"}) for name in ("read", "edit", "bash", "grep")
+]
+
+
+def test_system_prompt_states_cwd_and_conventions() -> None:
+    prompt = system_prompt("/home/me/project", TOOLS)
+    assert "The session's working directory is /home/me/project." in prompt
+    assert "relative to that directory" in prompt
+    assert "Available tools: read, edit, bash, grep." in prompt
+    assert "Read a file before editing or overwriting it (`read`)" in prompt
+    assert "match the file exactly" in prompt
+    assert "the exit code is shown after the output" in prompt
+    assert "Prefer the dedicated file tools (`read`, `edit`, `grep`) over shell commands" in prompt
+    assert "run the project's tests" in prompt
+    assert "Keep answers short" in prompt
+
+
+def test_system_prompt_is_deterministic_and_takes_extra() -> None:
+    first = system_prompt("/p", TOOLS, extra="Use tabs.")
+    assert first == system_prompt("/p", TOOLS, extra="Use tabs.")
+    assert first.endswith("# Instructions\nUse tabs.\n")
+    assert "20" not in first  # no dates, no years
+
+
+def test_system_prompt_without_tools() -> None:
+    prompt = system_prompt("/p", [])
+    assert "Available tools" not in prompt
+    assert "exit code" not in prompt
