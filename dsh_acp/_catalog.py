@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from dsh_tools import ToolRegistry
+from dsh_tools import ToolRegistry, tools_markdown
 
 __all__ = ["tools_main"]
 
@@ -19,8 +19,6 @@ def tools_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--markdown", action="store_true", help="print the full catalog as Markdown")
     args, serve_args = parser.parse_known_args(argv)
-    from reference_tools.catalog import tools_markdown
-
     from ._cli import build_config
 
     config = build_config(serve_args)

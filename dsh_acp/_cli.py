@@ -112,6 +112,12 @@ def _load_tools(spec: str, parser: argparse.ArgumentParser) -> Callable[[], list
     return load
 
 
+def _reference_policies(registry: Any) -> None:
+    from reference_tools import install_policies
+
+    install_policies(registry)
+
+
 def _reference_tools() -> list[Any]:
     from reference_tools import default_tools
 
@@ -128,6 +134,8 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     if sources:
         config.tools = lambda: [tool for source in sources for tool in source()]
         config.warm_imports = () if args.no_tools else ("reference_tools",)
+    if not args.no_tools:
+        config.configure_registry = _reference_policies
     config.max_model_requests = args.max_model_requests
     config.coalesce_bytes = args.coalesce_bytes
     config.coalesce_delay = args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None

@@ -181,6 +181,16 @@ class Protocol:
             mcp_servers=list(parsed.mcp_servers),
             permissions=permissions,
         )
+        fs = self.client_capabilities.get("fs")
+        can_read = isinstance(fs, dict) and fs.get("readTextFile") is True
+        can_write = isinstance(fs, dict) and fs.get("writeTextFile") is True
+        if (can_read or can_write) and not self.config.force_local_fs:
+            from reference_tools.filesystem import FileSystem
+
+            from ._client_fs import ClientFileSystem
+
+            client_fs = ClientFileSystem(self._io.request, session_id, can_read=can_read, can_write=can_write)
+            session.services.add(client_fs, as_type=FileSystem)
         if parsed.mcp_servers:
             _log.warning("MCP servers are not connected yet; ignoring %d", len(parsed.mcp_servers))
         return session

@@ -6,6 +6,7 @@ Each tool describes how its calls look in a UI with card-tagged render intents (
 here knows ACP, JSON-RPC or stdio.
 """
 
+from ._catalog import tools_markdown
 from ._content import (
     Annotations,
     AudioBlock,
@@ -153,5 +154,6 @@ __all__ = [
     "define_tool",
     "schema_spec_to_json_schema",
     "text",
+    "tools_markdown",
     "validate_args",
 ]

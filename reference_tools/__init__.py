@@ -7,13 +7,34 @@ intents (a terminal card for ``bash``).
 
 from __future__ import annotations
 
-from dsh_tools import ToolDefinition
+from dsh_tools import ToolDefinition, ToolRegistry
 
 from .bash import BashSettings, bash_tools
+from .filesystem import FileSystem, LocalFileSystem
+from .fs import ReadTracker, fs_policy, fs_tools, register_fs_tools
+from .todo import todo_tool
 
-__all__ = ["BashSettings", "bash_tools", "default_tools"]
+__all__ = [
+    "BashSettings",
+    "FileSystem",
+    "LocalFileSystem",
+    "ReadTracker",
+    "bash_tools",
+    "default_tools",
+    "fs_policy",
+    "fs_tools",
+    "install_policies",
+    "register_fs_tools",
+    "todo_tool",
+]
 
 
 def default_tools() -> list[ToolDefinition]:
     """Every reference tool, as the CLI registers them by default."""
-    return [*bash_tools()]
+    return [*bash_tools(), *fs_tools(), todo_tool()]
+
+
+def install_policies(registry: ToolRegistry) -> None:
+    """The policies the reference tools need (the file tools' read-before-edit and workspace
+    rules), as a pre-execute listener on ``registry``."""
+    registry.on_pre_execute(fs_policy(registry))

@@ -7,13 +7,13 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import scripted
-
-CHUNKS = ("agent_message_chunk", "agent_thought_chunk")
 
 from dsh_acp._config import AgentConfig
 from dsh_acp._connection import RpcError
 from dsh_acp.testing import AcpClient, AcpSchema
+from helpers import scripted
+
+CHUNKS = ("agent_message_chunk", "agent_thought_chunk")
 
 pytestmark = pytest.mark.anyio
 

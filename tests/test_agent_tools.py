@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio
 import pytest
-from helpers import recorded, scripted
 
 from dsh_acp._model import ContextMessage, ToolResultMessage
 from dsh_acp.testing import AcpClient, AcpSchema
@@ -34,6 +33,7 @@ from dsh_tools import (
     define_tool,
     text,
 )
+from helpers import recorded, scripted
 
 pytestmark = pytest.mark.anyio
 

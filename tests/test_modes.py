@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import recorded
 
 from dsh_acp._connection import RpcError
 from dsh_acp._modes import PermissionState, mode_gate, permission_key
@@ -24,6 +23,7 @@ from dsh_tools import (
     ToolRegistry,
     define_tool,
 )
+from helpers import recorded
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import recorded
 
 from dsh_acp._connection import RpcError
 from dsh_acp._store import Redactor, SessionBusy, SessionStore
@@ -25,6 +24,7 @@ from dsh_tools import (
     define_tool,
     text,
 )
+from helpers import recorded
 
 pytestmark = pytest.mark.anyio
 

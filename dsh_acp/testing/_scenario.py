@@ -3,8 +3,11 @@ the agent's normalized stdout they must produce.
 
 A scenario folder ``fixtures/wire/<name>/`` holds:
 
-- ``scenario.json``: ``{"description": ..., "args": [extra dsh-acp flags], "steps": [...]}``;
+- ``scenario.json``: ``{"description": ..., "args": [extra dsh-acp flags], "steps": [...],
+  "pythonpath": [folders, relative to the scenario, where ``--tools MODULE:NAME`` modules live]}``
+  (the scenario folder itself is always on the path: a ``tools.py`` beside ``scenario.json`` works);
 - ``model.json``: the scripted model (``{"turns": [...]}``, see ``dsh_acp`` ``--model script:``);
+  ``{{cwd}}`` in it is the session's temp folder;
 - ``workspace/`` (optional): copied into a fresh temp folder that is the session cwd;
 - ``expected.jsonl``: the golden — every line the agent wrote, normalized (see ``Normalizer``).
 
@@ -76,6 +79,8 @@ class Scenario:
     description: str
     steps: tuple[dict[str, Any], ...]
     args: tuple[str, ...] = ()
+    pythonpath: tuple[str, ...] = ()
+    """Extra import folders for ``--tools`` modules, relative to the scenario folder."""
 
     @property
     def name(self) -> str:
@@ -110,7 +115,13 @@ class Scenario:
             problems.append("scenario.json needs a description (what a user would notice)")
         if problems:
             raise ScenarioError(f"scenario {folder.name}: " + "; ".join(problems))
-        return cls(folder, document["description"], tuple(steps), tuple(document.get("args", ())))
+        return cls(
+            folder,
+            document["description"],
+            tuple(steps),
+            tuple(document.get("args", ())),
+            tuple(document.get("pythonpath", ())),
+        )
 
 
 def scenario_problems(root: str | Path) -> list[str]:
@@ -165,7 +176,11 @@ class _Run:
         return value
 
     def agent_args(self) -> list[str]:
-        model = self.scenario.folder / "model.json"
+        # The script may name files in the session's folder: ``{{cwd}}`` is the temp workspace.
+        model = self.root / "model.json"
+        if not model.exists():
+            script = (self.scenario.folder / "model.json").read_text(encoding="utf-8")
+            model.write_text(script.replace("{{cwd}}", str(self.cwd)), encoding="utf-8")
         state = self.root / "state"  # outlives a {"restart": {}} step, like a user's state dir
         return [
             "--deterministic",
@@ -176,21 +191,29 @@ class _Run:
             *self.scenario.args,
         ]
 
+    def python_path(self) -> list[str]:
+        """Where a scenario's own tool modules are found: its folder, and its ``pythonpath``."""
+        folder = self.scenario.folder
+        return [str(folder), *(str((folder / extra).resolve()) for extra in self.scenario.pythonpath)]
+
     @asynccontextmanager
     async def agent(self) -> AsyncIterator[AcpClient]:
-        folder = str(self.scenario.folder)
+        paths = self.python_path()
         if self.mode == "memory":
             from dsh_acp._cli import build_config
 
-            sys.path.insert(0, folder)  # a scenario's own tools module (``--tools tools:TOOLS``)
+            sys.path[:0] = paths  # a scenario's own tools module (``--tools tools:TOOLS``)
+            _forget_modules(paths)  # another scenario's module of the same name must not answer
             try:
                 config = build_config(self.agent_args())
                 async with AcpClient.in_memory(config, schema=self.schema, files=self.files) as client:
                     yield client
             finally:
-                sys.path.remove(folder)
+                for path in paths:
+                    sys.path.remove(path)
+                _forget_modules(paths)
         else:
-            path = os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")]))
+            path = os.pathsep.join(filter(None, [*paths, os.environ.get("PYTHONPATH")]))
             async with AcpClient.subprocess(
                 self.agent_args(),
                 schema=self.schema,
@@ -247,6 +270,13 @@ async def _run_steps(run: _Run, client: AcpClient, steps: Sequence[dict[str, Any
             await client.notify(body["method"], body.get("params"))
         elif kind == "raw":
             await client.send_raw(body.encode() + b"\n")
+
+
+def _forget_modules(paths: Sequence[str]) -> None:
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None) or ""
+        if any(file.startswith(path + os.sep) for path in paths):
+            del sys.modules[name]
 
 
 @contextmanager

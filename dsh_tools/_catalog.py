@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from dsh_tools import ToolSchema
+from ._definition import ToolSchema
 
 __all__ = ["tools_markdown"]
 

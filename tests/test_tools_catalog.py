@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from dsh_tools import ToolSchema
-from reference_tools.catalog import tools_markdown
+from dsh_tools import ToolSchema, tools_markdown
 from reference_tools.fs import fs_tools
 
 

@@ -1,0 +1,64 @@
+"""The ACP client as a file system: ``fs/read_text_file`` and ``fs/write_text_file``.
+
+When the editor advertises them, reads see its unsaved buffers and writes enter its own review
+flow (Zed tracks them with Keep/Reject), so the file tools prefer this backend. An operation the
+client did not advertise falls back to the local disk; nothing is ever sent that was not
+advertised. Requests to the client have no timeout: a person may be looking at a dialog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from reference_tools.filesystem import FileSystem, LocalFileSystem
+
+from ._connection import RESOURCE_NOT_FOUND, RpcError
+
+__all__ = ["ClientFileSystem"]
+
+
+class ClientFileSystem(FileSystem):
+    """A session's file system through its ACP client."""
+
+    def __init__(
+        self,
+        request: Callable[[str, Any], Awaitable[Any]],
+        session_id: str,
+        *,
+        can_read: bool,
+        can_write: bool,
+        local: FileSystem | None = None,
+    ) -> None:
+        self._request = request
+        self._session_id = session_id
+        self._can_read = can_read
+        self._can_write = can_write
+        self._local = local or LocalFileSystem()
+
+    async def read_text(self, path: str) -> str:
+        if not self._can_read:
+            return await self._local.read_text(path)
+        try:
+            answer = await self._request("fs/read_text_file", {"sessionId": self._session_id, "path": path})
+        except RpcError as error:
+            if error.code == RESOURCE_NOT_FOUND:
+                raise FileNotFoundError(2, "No such file (the editor says)", path) from None
+            raise OSError(f"the editor could not read {path}: {error.message}") from None
+        content = answer.get("content") if isinstance(answer, dict) else None
+        if not isinstance(content, str):
+            raise OSError(f"the editor answered fs/read_text_file for {path} without text")
+        # The contract is LF text without a BOM; an editor hands over its buffer as it holds it.
+        content = content.removeprefix("\ufeff")
+        return content.replace("\r\n", "\n") if "\r" in content else content
+
+    async def write_text(self, path: str, text: str) -> None:
+        if not self._can_write:
+            await self._local.write_text(path, text)
+            return
+        try:
+            await self._request(
+                "fs/write_text_file", {"sessionId": self._session_id, "path": path, "content": text}
+            )
+        except RpcError as error:
+            raise OSError(f"the editor could not write {path}: {error.message}") from None
