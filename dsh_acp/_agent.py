@@ -121,9 +121,16 @@ class Agent:
                     **({"list": {}, "resume": {}} if durable else {}),
                 },
             },
-            "authMethods": [],
+            "authMethods": self._auth_methods(),
             "agentInfo": {"name": "dsh-acp", "title": "dsh-acp", "version": VERSION},
         }
+
+    def _auth_methods(self) -> list[dict[str, Any]]:
+        if self.config.model_source is None:
+            return []
+        from ._settings import auth_methods
+
+        return auth_methods(self.client_capabilities)
 
     def _warm_up(self) -> None:
         """Import the session half in a thread while the editor digests our answer."""

@@ -19,7 +19,7 @@ from ._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids
 __all__ = ["build_config", "main"]
 
 _DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-_COMMANDS = ("tools",)
+_COMMANDS = ("tools", "login")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,11 +27,19 @@ def _parser() -> argparse.ArgumentParser:
         prog="dsh-acp",
         description=(
             "An Agent Client Protocol agent: launch it from your editor; it speaks ACP on stdio. "
-            "Other commands: `dsh-acp tools --markdown` (the tool catalog)."
+            "Other commands: `dsh-acp tools --markdown` (the tool catalog), "
+            "`dsh-acp login` (store an API key)."
         ),
     )
     parser.add_argument("--version", action="version", version=f"dsh-acp {VERSION}")
-    parser.add_argument("--model", metavar="SPEC", help="the model: script:PATH (a scripted model file)")
+    parser.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="the model: openai:NAME (any OpenAI-compatible API) or script:PATH (a scripted model file)",
+    )
+    parser.add_argument(
+        "--base-url", metavar="URL", help="the OpenAI-compatible API root (default: from the model)"
+    )
     parser.add_argument(
         "--log-level",
         default="warning",
@@ -128,12 +136,14 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     """The agent configuration the given serve arguments describe."""
     parser = parser or _parser()
     args = parser.parse_args(argv)
-    config = _model_config(args.model, parser)
+    config = _model_config(args.model, args.base_url, parser)
     sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools]
     sources += [_load_tools(spec, parser) for spec in args.tools]
     if sources:
         config.tools = lambda: [tool for source in sources for tool in source()]
         config.warm_imports = () if args.no_tools else ("reference_tools",)
+    if config.model_source is not None:
+        config.warm_imports += ("httpx", "dsh_acp._openai")  # httpx costs ~200 ms: load it after initialize
     if not args.no_tools:
         config.configure_registry = _reference_policies
     config.max_model_requests = args.max_model_requests
@@ -155,24 +165,49 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     return config
 
 
-def _model_config(spec: str | None, parser: argparse.ArgumentParser) -> AgentConfig:
+def _model_config(spec: str | None, base_url: str | None, parser: argparse.ArgumentParser) -> AgentConfig:
+    """The models: a scripted one (``script:PATH``) or an OpenAI-compatible one resolved from
+    flags, environment and the user's config file (see the README's settings table)."""
+    from ._settings import ModelSource, SettingsError, select_model_spec
+
     config = AgentConfig()
-    if spec is None:
-        return config
-    kind, _, value = spec.partition(":")
-    if kind != "script" or not value:
-        parser.error(f"unknown model {spec!r}; expected script:PATH")
+    source = ModelSource.from_process(spec, base_url)
+    try:
+        chosen = select_model_spec(spec, source.environ, source.config_path)
+        if chosen is not None and chosen.startswith("script:"):
+            return _script_config(config, chosen.removeprefix("script:"), parser)
+        settings = source.settings()
+    except SettingsError as error:
+        parser.exit(2, f"dsh-acp: {error}\n")
+    if settings is not None:
+        config.model_source = source
+        config.models = [
+            ModelChoice(
+                id=settings.name,
+                name=settings.model,
+                build=source.model,
+                accepts_images=settings.accepts_images,
+                description=f"{settings.model} at {settings.base_url}",
+            )
+        ]
+        config.secrets = tuple(filter(None, [settings.api_key]))
+    return config
+
+
+def _script_config(config: AgentConfig, path: str, parser: argparse.ArgumentParser) -> AgentConfig:
     from ._scripted import ScriptedModel, ScriptError
 
+    if not path:
+        parser.error("--model script: needs a file, as in script:PATH")
     try:
-        ScriptedModel.from_file(value)  # report a broken script now, not at the first prompt
+        ScriptedModel.from_file(path)  # report a broken script now, not at the first prompt
     except ScriptError as error:
         parser.exit(2, f"dsh-acp: {error}\n")
     config.models = [
         ModelChoice(
-            id=f"script:{Path(value).name}",
-            name=f"Script {Path(value).name}",
-            build=lambda: ScriptedModel.from_file(value),
+            id=f"script:{Path(path).name}",
+            name=f"Script {Path(path).name}",
+            build=lambda: ScriptedModel.from_file(path),
             accepts_images=True,
             description="A scripted model (tests and demos)",
         )
@@ -181,6 +216,10 @@ def _model_config(spec: str | None, parser: argparse.ArgumentParser) -> AgentCon
 
 
 def _run_command(name: str, argv: Sequence[str]) -> int:
+    if name == "login":
+        from ._login import login_main
+
+        return login_main(argv)
     from ._catalog import tools_main
 
     return tools_main(argv)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from dsh_tools import ToolDefinition, ToolRegistry
 
     from ._model import Model
+    from ._settings import ModelSource
 
 __all__ = ["FIXED_TIME", "AgentConfig", "ModelChoice", "counter_ids", "random_ids", "utc_now"]
 
@@ -64,6 +65,8 @@ class ModelChoice:
 class AgentConfig:
     """Everything that varies between runs is here, so tests can pin it."""
 
+    model_source: ModelSource | None = None
+    """Where an OpenAI-compatible model's settings come from (enables the ``api-key`` auth method)."""
     models: list[ModelChoice] = field(default_factory=list)
     """The models to pick from, the default first; empty serves without a model (prompts then
     explain how to configure one)."""

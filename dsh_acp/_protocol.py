@@ -28,6 +28,7 @@ from ._connection import (
 from ._model import ContextMessage, ModelAuthError, ModelError, UserMessage
 from ._modes import MODES, PermissionState, mode_gate, modes_wire
 from ._options import REASONING_OPTION, boolean_options_supported, config_options
+from ._prompt import system_prompt
 from ._replay import replay_updates, restore_state
 from ._scripted import ScriptExhausted
 from ._session import Session, SessionIO, Turn
@@ -97,6 +98,7 @@ class Protocol:
         self.settings = LoopSettings(
             max_model_requests=config.max_model_requests,
             coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),
+            system_prompt=lambda session: system_prompt(session.cwd, session.registry.schemas()),
         )
         self._io = SessionIO(notify=connection.notify, request=connection.request)
         self._methods: dict[str, Callable[[Any], Awaitable[Any]]] = {
@@ -147,7 +149,23 @@ class Protocol:
 
     async def _authenticate(self, params: Any) -> dict[str, Any]:
         parsed: AuthenticateParams = _validate(AuthenticateParams, params)
-        raise RpcError(INVALID_PARAMS, f'Invalid params: unknown auth method "{parsed.method_id}"')
+        from ._settings import API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD
+
+        if self.config.model_source is None or parsed.method_id not in (
+            API_KEY_AUTH_METHOD,
+            LOGIN_AUTH_METHOD,
+        ):
+            raise RpcError(INVALID_PARAMS, f'Invalid params: unknown auth method "{parsed.method_id}"')
+        self._require_key()
+        return {}
+
+    def _require_key(self) -> None:
+        """Authentication required (-32000) while the configured API has no key: editors then
+        offer the advertised auth methods."""
+        source = self.config.model_source
+        problem = source.missing_key() if source is not None else None
+        if problem is not None:
+            raise RpcError(AUTH_REQUIRED, problem)
 
     def _session_answer(self, session: Session) -> dict[str, Any]:
         return {
@@ -197,6 +215,7 @@ class Protocol:
 
     async def _new_session(self, params: Any) -> dict[str, Any]:
         parsed: NewSessionParams = _validate(NewSessionParams, params)
+        self._require_key()
         session = self._make_session(self.config.session_ids(), parsed)
         if self.store is not None:
             session.log = self.store.create(
@@ -209,6 +228,7 @@ class Protocol:
     def _restore(self, parsed: LoadSessionParams) -> tuple[Session, list[dict[str, Any]]]:
         """A stored session, reopened (or the one already open here) with its events."""
         assert self.store is not None
+        self._require_key()
         try:
             loaded = self.store.load(parsed.session_id)
         except KeyError:

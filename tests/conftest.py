@@ -1,5 +1,5 @@
-"""Shared test configuration: async tests run on anyio's pytest plugin, asyncio backend; agents
-started by tests keep their session logs in a temp folder, never in the user's state dir."""
+"""Shared test configuration: async tests run on anyio's pytest plugin (asyncio backend); agents
+started by tests keep their state in temp folders and see none of the user's model settings."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+_ISOLATED = ("DSH_MODEL", "DSH_BASE_URL", "DSH_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY")
+
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -15,11 +17,12 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    previous = os.environ.get("DSH_STATE_DIR")
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    saved = dict(os.environ)
     os.environ["DSH_STATE_DIR"] = str(tmp_path_factory.mktemp("dsh-state"))
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("dsh-config"))
+    for name in _ISOLATED:
+        os.environ.pop(name, None)
     yield
-    if previous is None:
-        os.environ.pop("DSH_STATE_DIR", None)
-    else:
-        os.environ["DSH_STATE_DIR"] = previous
+    os.environ.clear()
+    os.environ.update(saved)
