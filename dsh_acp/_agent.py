@@ -13,6 +13,8 @@ import threading
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from anyio.abc import TaskGroup
+
 from ._config import VERSION, AgentConfig
 from ._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
 
@@ -44,8 +46,9 @@ _SESSION_METHODS = frozenset(
 class Agent:
     """The ``Dispatcher`` of an ACP agent connection."""
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, background: TaskGroup) -> None:
         self.config = config
+        self.background = background
         self.client_capabilities: dict[str, Any] = {}
         self._connection: Connection | None = None
         self._protocol: Protocol | None = None
@@ -64,7 +67,9 @@ class Agent:
             from ._protocol import Protocol
 
             assert self._connection is not None, "attach() a connection first"
-            self._protocol = Protocol(self.config, self._connection, self.client_capabilities)
+            self._protocol = Protocol(
+                self.config, self._connection, self.client_capabilities, self.background
+            )
         return self._protocol
 
     # -- Dispatcher -------------------------------------------------------------------------
@@ -114,7 +119,8 @@ class Agent:
                     "audio": False,
                     "embeddedContext": True,
                 },
-                "mcpCapabilities": {"http": False, "sse": False},
+                # Stdio servers always; http too (dsh_acp._mcp.HTTP_SUPPORTED, checked by a test).
+                "mcpCapabilities": {"http": True, "sse": False},
                 "sessionCapabilities": {
                     "close": {},
                     "additionalDirectories": {},

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from pydantic import BaseModel, ValidationError
 
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, TextBlock, ToolRegistry
@@ -77,9 +78,14 @@ class Protocol:
     """Sessions of one connection and the ``session/*`` methods on them."""
 
     def __init__(
-        self, config: AgentConfig, connection: Connection, client_capabilities: dict[str, Any]
+        self,
+        config: AgentConfig,
+        connection: Connection,
+        client_capabilities: dict[str, Any],
+        background: TaskGroup,
     ) -> None:
         self.config = config
+        self.background = background
         self.connection = connection
         self.client_capabilities = client_capabilities
         self.sessions: dict[str, Session] = {}
@@ -134,10 +140,12 @@ class Protocol:
             session.turn.cancel()
 
     async def aclose(self) -> None:
-        """Cancel every turn and close every session."""
-        for session in list(self.sessions.values()):
-            await session.aclose()
+        """Cancel every turn and close every session (at once: each may wait for its servers)."""
+        sessions = list(self.sessions.values())
         self.sessions.clear()
+        async with anyio.create_task_group() as group:
+            for session in sessions:
+                group.start_soon(session.aclose)
 
     def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -177,12 +185,6 @@ class Protocol:
         models = self.config.models
         return next((m for m in models if m.id == model_id), models[0] if models else None)
 
-    def _announce_commands(self, session: Session) -> Callable[[], Awaitable[None]]:
-        async def send() -> None:
-            await session.send(available_commands())
-
-        return send
-
     def _make_session(self, session_id: str, parsed: NewSessionParams) -> Session:
         permissions = PermissionState(mode=self.config.default_mode)
         choice = self._choice(None)
@@ -209,24 +211,51 @@ class Protocol:
 
             client_fs = ClientFileSystem(self._io.request, session_id, can_read=can_read, can_write=can_write)
             session.services.add(client_fs, as_type=FileSystem)
-        if parsed.mcp_servers:
-            _log.warning("MCP servers are not connected yet; ignoring %d", len(parsed.mcp_servers))
         return session
+
+    async def _connect_mcp(self, session: Session) -> list[str]:
+        """Start the session's MCP servers and register their tools in its layer; one line per
+        server that failed (the session goes on without its tools)."""
+        if not session.mcp_servers:
+            return []
+        from ._mcp import connect_servers
+
+        connections, failures = await connect_servers(
+            session.mcp_servers, session.registry, task_group=self.background, cwd=session.cwd
+        )
+        session.services.add(connections)  # closed with the session
+        return failures
+
+    def _after_answer(self, session: Session, failures: list[str]) -> Callable[[], Awaitable[None]]:
+        """What follows a session's answer: its commands, and why any MCP server is missing."""
+
+        async def send() -> None:
+            await session.send(available_commands())
+            if failures:
+                await self._say(session, "\n".join(failures))
+
+        return send
 
     async def _new_session(self, params: Any) -> dict[str, Any]:
         parsed: NewSessionParams = _validate(NewSessionParams, params)
         self._require_key()
         session = self._make_session(self.config.session_ids(), parsed)
-        if self.store is not None:
-            session.log = self.store.create(
-                session.session_id, session.cwd, list(session.additional_directories)
-            )
+        try:
+            failures = await self._connect_mcp(session)
+            if self.store is not None:
+                directories = list(session.additional_directories)
+                session.log = self.store.create(session.session_id, session.cwd, directories)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await session.aclose()
+            raise
         self.sessions[session.session_id] = session
         answer = {"sessionId": session.session_id, **self._session_answer(session)}
-        return Reply(answer, self._announce_commands(session))  # type: ignore[return-value]
+        return Reply(answer, self._after_answer(session, failures))  # type: ignore[return-value]
 
-    def _restore(self, parsed: LoadSessionParams) -> tuple[Session, list[dict[str, Any]]]:
-        """A stored session, reopened (or the one already open here) with its events."""
+    async def _restore(self, parsed: LoadSessionParams) -> tuple[Session, list[dict[str, Any]], list[str]]:
+        """A stored session reopened (or the one already open here), its events, and the MCP
+        servers that failed to start (a session already open keeps its servers)."""
         assert self.store is not None
         self._require_key()
         try:
@@ -236,39 +265,48 @@ class Protocol:
         except ValueError as error:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
         session = self.sessions.get(parsed.session_id)
-        if session is None:
-            session = self._make_session(parsed.session_id, parsed)
-            try:
-                session.log = self.store.open(parsed.session_id)
-            except SessionBusy as error:
-                raise RpcError(INVALID_PARAMS, f"Invalid params: {error}") from None
-            restored = restore_state(loaded.events)
-            session.history = restored.history
-            if restored.mode is not None:
-                session.permissions.mode = restored.mode
-            session.permissions.allow |= restored.permissions.allow
-            session.permissions.reject |= restored.permissions.reject
-            session.title = restored.title
-            session.prompts = restored.prompts
-            session.show_reasoning = restored.show_reasoning
-            if restored.model_id is not None and restored.model_id != session.model_id:
-                choice = self._choice(restored.model_id)
-                if choice is not None and choice.id == restored.model_id:
-                    session.model, session.model_id = choice.build(), choice.id
-            self.sessions[session.session_id] = session
-        return session, loaded.events
+        if session is not None:
+            return session, loaded.events, []
+        session = self._make_session(parsed.session_id, parsed)
+        try:
+            session.log = self.store.open(parsed.session_id)
+        except SessionBusy as error:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {error}") from None
+        restored = restore_state(loaded.events)
+        session.history = restored.history
+        if restored.mode is not None:
+            session.permissions.mode = restored.mode
+        session.permissions.allow |= restored.permissions.allow
+        session.permissions.reject |= restored.permissions.reject
+        session.title = restored.title
+        session.prompts = restored.prompts
+        session.show_reasoning = restored.show_reasoning
+        if restored.model_id is not None and restored.model_id != session.model_id:
+            choice = self._choice(restored.model_id)
+            if choice is not None and choice.id == restored.model_id:
+                session.model, session.model_id = choice.build(), choice.id
+        try:
+            failures = await self._connect_mcp(session)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await session.aclose()
+            raise
+        self.sessions[session.session_id] = session
+        return session, loaded.events, failures
 
     async def _load_session(self, params: Any) -> dict[str, Any]:
         parsed: LoadSessionParams = _validate(LoadSessionParams, params)
-        session, events = self._restore(parsed)
+        session, events, failures = await self._restore(parsed)
         for update in replay_updates(events, session.render):
             await session.send(update)
-        return Reply(self._session_answer(session), self._announce_commands(session))  # type: ignore[return-value]
+        answer = self._session_answer(session)
+        return Reply(answer, self._after_answer(session, failures))  # type: ignore[return-value]
 
     async def _resume_session(self, params: Any) -> dict[str, Any]:
         parsed: ResumeSessionParams = _validate(ResumeSessionParams, params)
-        session, _ = self._restore(parsed)
-        return Reply(self._session_answer(session), self._announce_commands(session))  # type: ignore[return-value]
+        session, _, failures = await self._restore(parsed)
+        answer = self._session_answer(session)
+        return Reply(answer, self._after_answer(session, failures))  # type: ignore[return-value]
 
     async def _list_sessions(self, params: Any) -> dict[str, Any]:
         parsed: ListSessionsParams = _validate(ListSessionsParams, params)

@@ -21,14 +21,17 @@ async def serve(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> None:
     """Serve one client until it closes its end; then cancel every turn and release sessions."""
-    agent = Agent(config)
-    connection = Connection(receive, send, agent, max_message_bytes=max_message_bytes)
-    agent.attach(connection)
-    try:
-        await connection.serve()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await agent.aclose()
+    # Tasks that outlive a request but not the connection (an MCP server's client) live here.
+    async with anyio.create_task_group() as background:
+        agent = Agent(config, background)
+        connection = Connection(receive, send, agent, max_message_bytes=max_message_bytes)
+        agent.attach(connection)
+        try:
+            await connection.serve()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await agent.aclose()
+            background.cancel_scope.cancel()
 
 
 def serve_stdio(config: AgentConfig, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
