@@ -1,0 +1,128 @@
+"""Floor for the benchmarks: the same scripted agent as a bare asyncio + orjson loop.
+
+    python bench/bare_agent.py [--script PATH]
+
+No framework, no validation, no task per request beyond ``session/prompt``: read NDJSON lines from
+stdin, answer ``initialize`` and ``session/new`` inline, and play a prompt's turn of the
+scripted-model file (the format of ``dsh-acp --model script:PATH``, ``text`` steps only) as
+``agent_message_chunk`` notifications, one ``orjson.dumps`` and one ``transport.write`` each,
+awaiting ``drain()`` for backpressure. It is what ``bench_agent.py`` calls "bare".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+_DUMPS_OPTION = orjson.OPT_APPEND_NEWLINE
+
+
+async def _chunks(step: dict[str, Any]) -> AsyncIterator[str]:
+    """The model: an async stream of text chunks (as a network model would be)."""
+    text = step.get("text") or ()
+    for chunk in [text] if isinstance(text, str) else text:
+        yield chunk
+
+
+class BareAgent:
+    def __init__(self, turns: list[list[dict[str, Any]]], writer: asyncio.StreamWriter) -> None:
+        self.turns = turns
+        self.writer = writer
+        self.prompts: dict[str, int] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.writer.write(orjson.dumps(message, option=_DUMPS_OPTION))
+
+    def on_line(self, line: bytes) -> None:
+        message = orjson.loads(line)
+        method = message.get("method")
+        request_id = message.get("id")
+        params = message.get("params") or {}
+        if method == "initialize":
+            self.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": 1,
+                        "agentCapabilities": {"loadSession": False},
+                        "authMethods": [],
+                        "agentInfo": {"name": "bare-bench-agent", "version": "0"},
+                    },
+                }
+            )
+        elif method == "session/new":
+            session_id = uuid.uuid4().hex
+            self.prompts[session_id] = 0
+            self.send({"jsonrpc": "2.0", "id": request_id, "result": {"sessionId": session_id}})
+        elif method == "session/prompt":
+            task = asyncio.get_running_loop().create_task(self.prompt(request_id, params["sessionId"]))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        elif request_id is not None and method is not None:
+            self.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": method}})
+
+    async def prompt(self, request_id: Any, session_id: str) -> None:
+        index = self.prompts[session_id]
+        self.prompts[session_id] = index + 1
+        write = self.writer.write
+        drain = self.writer.drain
+        dumps = orjson.dumps
+        for step in self.turns[index]:
+            message_id = uuid.uuid4().hex
+            async for chunk in _chunks(step):
+                write(
+                    dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "session/update",
+                            "params": {
+                                "sessionId": session_id,
+                                "update": {
+                                    "sessionUpdate": "agent_message_chunk",
+                                    "content": {"type": "text", "text": chunk},
+                                    "messageId": message_id,
+                                },
+                            },
+                        },
+                        option=_DUMPS_OPTION,
+                    )
+                )
+                await drain()
+        self.send({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "end_turn"}})
+
+
+async def main(turns: list[list[dict[str, Any]]]) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.streams.FlowControlMixin(), sys.stdout
+    )
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    agent = BareAgent(turns, writer)
+    while line := await reader.readline():
+        if line.strip():
+            agent.on_line(line)
+    for task in list(agent.tasks):
+        task.cancel()
+    await writer.drain()
+
+
+if __name__ == "__main__":
+    script = None
+    if len(sys.argv) == 3 and sys.argv[1] == "--script":
+        script = sys.argv[2]
+    elif len(sys.argv) != 1:
+        sys.exit("usage: bare_agent.py [--script PATH]")
+    turns = []
+    if script:
+        with open(script, "rb") as file:
+            turns = orjson.loads(file.read())["turns"]
+    asyncio.run(main(turns))

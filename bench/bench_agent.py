@@ -1,0 +1,473 @@
+"""dsh-acp as an editor sees it: cold start, streaming CPU per chunk, idle memory (issue 3 §7).
+
+    /work/venv/bin/python bench/bench_agent.py [--runs 15] [--turns 5] [--chunks 20000]
+    /work/venv/bin/python bench/bench_agent.py --profile      # cProfile of dsh-acp's streaming turn
+
+A plain client (no SDK: spawn the process, NDJSON over its stdin/stdout pipes) drives three agents
+doing the same work, side by side in one run, runs interleaved so that drift hits them alike:
+
+- ``dsh-acp``: the console script, ``--model script:PATH``, with the tools the CLI registers by default;
+- ``official SDK``: ``bench/sdk_agent.py``, the same script played with ``agent-client-protocol``;
+- ``bare``: ``bench/bare_agent.py``, an asyncio + orjson loop without a framework.
+
+Figures (medians):
+
+1. cold start: from just before ``Popen`` to the ``initialize`` response read (target dsh-acp ≤ 200 ms);
+   the interpreter alone (``python -c "import orjson"``, spawn → exit) is shown for scale.
+2. streaming: one ``session/prompt`` whose turn streams ``--chunks`` text chunks of 200 bytes: the
+   agent's CPU time (all its threads, read from its process CPU clock, ns resolution) between just
+   before the prompt is sent and the response's arrival, divided by the chunk count. A warm-up turn
+   runs first in each process, so one-off costs (pydantic building the prompt model on first use)
+   are not spread over the chunks. The client reads everything and checks that every chunk arrived,
+   in order, once, with one ``messageId`` (target dsh-acp ≤ 20 µs per chunk and ≥ 4× the SDK's rate).
+3. idle peak RSS: ``VmHWM`` of the agent after ``initialize`` and ``session/new`` (target ≤ 35 MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _stats import report
+
+HERE = Path(__file__).resolve().parent
+
+CHUNK_BYTES = 200
+INIT_PARAMS = {
+    "protocolVersion": 1,
+    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+    "clientInfo": {"name": "bench-client", "version": "0"},
+}
+
+
+# -- the agents -------------------------------------------------------------------------------
+
+
+ENV: dict[str, str] = dict(os.environ)
+"""The children's environment; ``main`` points its caches and session logs at the run's folder."""
+
+
+def child_environment(folder: str, bytecode_cache: bool) -> dict[str, str]:
+    """dsh-acp keeps session logs (the CLI's default): in ``folder``, not in ``~``. With
+    ``bytecode_cache``, compiled modules are cached (in ``folder``) as for an installed agent, even
+    when ``PYTHONDONTWRITEBYTECODE`` is set here; without, everything not precompiled (the project's
+    own modules in a development checkout) is compiled from source at every start."""
+    env = {**os.environ, "DSH_STATE_DIR": os.path.join(folder, "state")}
+    if bytecode_cache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(folder, "pycache")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _dsh_acp_command(script: Path) -> list[str]:
+    exe = shutil.which("dsh-acp", path=str(Path(sys.executable).parent)) or shutil.which("dsh-acp")
+    if exe is not None:
+        return [exe, "--model", f"script:{script}"]
+    return [sys.executable, "-m", "dsh_acp", "--model", f"script:{script}"]
+
+
+AGENTS: dict[str, Callable[[Path], list[str]]] = {
+    "dsh-acp": _dsh_acp_command,
+    "official SDK": lambda script: [sys.executable, str(HERE / "sdk_agent.py"), "--script", str(script)],
+    "bare": lambda script: [sys.executable, str(HERE / "bare_agent.py"), "--script", str(script)],
+}
+
+
+def chunk_texts(count: int) -> list[str]:
+    """``count`` distinct 200-byte ASCII chunks (the index leads, so order is checkable)."""
+    filler = "the quick brown fox jumps over the lazy dog, then writes some code; " * 4
+    return [f"{i:06d} " + filler[: CHUNK_BYTES - 7] for i in range(count)]
+
+
+def write_script(path: Path, turns: list[list[str]]) -> None:
+    """A scripted-model file: one turn per list of chunks, one text step each."""
+    path.write_bytes(orjson.dumps({"turns": [[{"text": chunks}] for chunks in turns]}))
+
+
+# -- the client -------------------------------------------------------------------------------
+
+
+class AgentProcess:
+    """One agent child, spoken to over NDJSON on its stdin/stdout."""
+
+    def __init__(self, command: list[str], cwd: str) -> None:
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, cwd=cwd, env=ENV
+        )
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.pid = self.proc.pid
+        self._in = self.proc.stdin.fileno()
+        self._out = self.proc.stdout.fileno()
+        self._buffer = b""
+        self._lines: deque[bytes] = deque()  # read but not yet consumed
+        self._next_id = 0
+        self._cpu_clock = ((~self.pid) << 3) | 2  # Linux: CPUCLOCK_SCHED of the whole process
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+        while data:
+            data = data[os.write(self._in, data) :]
+
+    def request(self, method: str, params: Any) -> int:
+        request_id = self._next_id
+        self._next_id += 1
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return request_id
+
+    def lines(self) -> Iterator[bytes]:
+        """The agent's lines as they arrive (1 MiB reads); stop iterating at any point, the rest stays."""
+        pending = self._lines
+        while True:
+            while pending:
+                yield pending.popleft()
+            data = os.read(self._out, 1 << 20)
+            if not data:
+                raise RuntimeError(f"agent exited early: {self.stderr()}")
+            lines = (self._buffer + data).split(b"\n")
+            self._buffer = lines.pop()
+            pending.extend(lines)
+
+    def call(self, method: str, params: Any) -> Any:
+        """Send a request and return its result (notifications in between are skipped)."""
+        request_id = self.request(method, params)
+        for line in self.lines():
+            message = orjson.loads(line)
+            if message.get("id") == request_id and "method" not in message:
+                if "error" in message:
+                    raise RuntimeError(f"{method} failed: {message['error']}")
+                return message["result"]
+        raise AssertionError("unreachable")
+
+    def cpu_seconds(self) -> float:
+        """The agent's CPU time so far, all threads (dead ones included), in seconds."""
+        try:
+            return time.clock_gettime(self._cpu_clock)
+        except OSError:  # not Linux's clock ids: /proc's utime + stime, in clock ticks
+            with open(f"/proc/{self.pid}/stat") as file:
+                fields = file.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def status_kib(self, key: str) -> int:
+        with open(f"/proc/{self.pid}/status") as file:
+            for line in file:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+        raise KeyError(key)
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")[-2000:]
+
+    def close(self) -> None:
+        """Close stdin (the agent's cue to exit) and reap it."""
+        try:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()  # type: ignore[union-attr]
+        self._stderr.close()
+
+
+def new_session(agent: AgentProcess, cwd: str) -> str:
+    agent.call("initialize", INIT_PARAMS)
+    return str(agent.call("session/new", {"cwd": cwd, "mcpServers": []})["sessionId"])
+
+
+# -- 1 and 3: cold start and idle RSS ---------------------------------------------------------------
+
+
+def cold_start(command: list[str], cwd: str) -> tuple[float, float]:
+    """(ms from spawn to the initialize response, VmHWM MiB after initialize + session/new)."""
+    agent = AgentProcess(command, cwd)
+    try:
+        agent.call("initialize", INIT_PARAMS)
+        elapsed = (time.perf_counter() - agent.started) * 1000
+        agent.call("session/new", {"cwd": cwd, "mcpServers": []})
+        return elapsed, agent.status_kib("VmHWM") / 1024
+    finally:
+        agent.close()
+
+
+def interpreter_start() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import orjson"], check=True, env=ENV)
+    return (time.perf_counter() - start) * 1000
+
+
+# -- 2: streaming ------------------------------------------------------------------------------
+
+
+def stream_turn(agent: AgentProcess, session_id: str, expected: list[str]) -> tuple[float, float]:
+    """Run one prompt whose turn streams ``expected``; (agent CPU µs per chunk, wall µs per chunk).
+
+    Checks that every chunk arrived once, in order, in one message. Other session updates (the
+    session's available commands, usage...) are allowed and not counted.
+    """
+    count = 0
+    message_id = None
+    cpu_before = agent.cpu_seconds()
+    wall_before = time.perf_counter()
+    request_id = agent.request(
+        "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "stream"}]}
+    )
+    loads = orjson.loads
+    for line in agent.lines():
+        message = loads(line)
+        if "method" in message:
+            assert message["method"] == "session/update", message
+            assert "id" not in message, message
+            assert message["params"]["sessionId"] == session_id, message
+            update = message["params"]["update"]
+            if update["sessionUpdate"] != "agent_message_chunk":
+                continue
+            assert update["content"]["text"] == expected[count], (count, update)
+            if message_id is None:
+                message_id = update.get("messageId")
+            assert update.get("messageId") == message_id, update
+            count += 1
+            continue
+        assert message.get("id") == request_id, message
+        assert message["result"]["stopReason"] == "end_turn", message
+        break
+    wall = time.perf_counter() - wall_before
+    cpu = agent.cpu_seconds() - cpu_before
+    assert count == len(expected), (count, len(expected))
+    return cpu / count * 1e6, wall / count * 1e6
+
+
+# -- the run ---------------------------------------------------------------------------------------
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def main(runs: int, turns: int, chunks: int, bytecode_cache: bool) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
+        cwd = os.path.realpath(tmp)
+        ENV.clear()
+        ENV.update(child_environment(cwd, bytecode_cache))
+        if not bytecode_cache:
+            print("bytecode cache off: modules without a .pyc are compiled at every start")
+        small = Path(cwd, "small.json")
+        write_script(small, [["hello"]])
+        print(f"cold start and idle RSS: {runs} spawns of each agent (+1 warm-up), interleaved")
+        starts: dict[str, list[float]] = {name: [] for name in AGENTS}
+        rss: dict[str, list[float]] = {name: [] for name in AGENTS}
+        interpreter: list[float] = []
+        for run in range(runs + 1):
+            for name, command in AGENTS.items():
+                elapsed, hwm = cold_start(command(small), cwd)
+                if run:
+                    starts[name].append(elapsed)
+                    rss[name].append(hwm)
+            if run:
+                interpreter.append(interpreter_start())
+        sdk_start, bare_start = _median(starts["official SDK"]), _median(starts["bare"])
+        report(
+            "cold start, spawn → initialize response: dsh-acp",
+            _median(starts["dsh-acp"]),
+            "ms",
+            "target ≤ 200 ms",
+            f"| SDK {sdk_start:.0f} ms, bare {bare_start:.0f} ms",
+        )
+        report("  anchor: official Python SDK agent", sdk_start, "ms")
+        report("  anchor: bare asyncio + orjson loop", bare_start, "ms")
+        report('  anchor: interpreter alone (python -c "import orjson")', _median(interpreter), "ms")
+
+        print(f"\nstreaming: {turns} turns × {chunks} chunks of {CHUNK_BYTES} B per agent, interleaved")
+        expected = chunk_texts(chunks)
+        big = Path(cwd, "stream.json")
+        write_script(big, [["warm-up"], *([expected] * turns)])
+        cpu: dict[str, list[float]] = {name: [] for name in AGENTS}
+        wall: dict[str, list[float]] = {name: [] for name in AGENTS}
+        agents: dict[str, tuple[AgentProcess, str]] = {}
+        try:
+            for name, command in AGENTS.items():
+                agent = AgentProcess(command(big), cwd)
+                agents[name] = agent, new_session(agent, cwd)
+                stream_turn(agent, agents[name][1], ["warm-up"])
+            for _ in range(turns):
+                for name, (agent, session_id) in agents.items():
+                    cpu_us, wall_us = stream_turn(agent, session_id, expected)
+                    cpu[name].append(cpu_us)
+                    wall[name].append(wall_us)
+        finally:
+            for agent, _ in agents.values():
+                agent.close()
+        dsh, sdk, bare = (_median(cpu[name]) for name in ("dsh-acp", "official SDK", "bare"))
+        report(
+            "agent CPU per streamed chunk: dsh-acp",
+            dsh,
+            "µs",
+            "target ≤ 20 µs, ≥ 4× SDK",
+            f"| SDK {sdk:.1f} µs ({sdk / dsh:.1f}× dsh-acp), bare {bare:.1f} µs",
+        )
+        report("  anchor: official Python SDK agent", sdk, "µs")
+        report("  anchor: bare asyncio + orjson loop", bare, "µs")
+        for name in AGENTS:
+            report(f"  wall time per chunk, client reading everything: {name}", _median(wall[name]), "µs")
+
+        print("\nidle peak RSS (VmHWM after initialize + session/new)")
+        sdk_rss, bare_rss = _median(rss["official SDK"]), _median(rss["bare"])
+        report(
+            "idle peak RSS: dsh-acp",
+            _median(rss["dsh-acp"]),
+            "MiB",
+            "target ≤ 35 MiB",
+            f"| SDK {sdk_rss:.1f} MiB, bare {bare_rss:.1f} MiB",
+        )
+        report("  anchor: official Python SDK agent", sdk_rss, "MiB")
+        report("  anchor: bare asyncio + orjson loop", bare_rss, "MiB")
+
+
+# -- --profile ---------------------------------------------------------------------------------------
+
+
+def profile(chunks: int, top: int, trickle: bool) -> None:
+    """cProfile of dsh-acp's streaming turn, in-process, over real pipes as in production.
+
+    The agent is ``serve()`` with the config the CLI builds (reference tools, scripted model, session
+    logs) on ``FdReceiveStream``/``FdSendStream`` over ``os.pipe()``s, so the write fast path of
+    stdio is the one profiled; a thread drains the output pipe. One turn runs unprofiled (its CPU,
+    the event loop thread's only, is the clean figure), then the same turn under cProfile.
+
+    ``trickle``: the scripted model yields to the event loop after every chunk, as a model reading
+    the network does (the script format cannot say that; the model's ``stream`` is wrapped here).
+    """
+    import cProfile
+    import pstats
+    import queue
+    import threading
+
+    import anyio
+    from anyio.lowlevel import checkpoint
+
+    from dsh_acp._cli import build_config
+    from dsh_acp._scripted import ScriptedModel
+    from dsh_acp._serve import serve
+    from dsh_acp._stdio import FdReceiveStream, FdSendStream
+
+    if trickle:
+        stream = ScriptedModel.stream
+
+        async def trickling(self: ScriptedModel, request: Any) -> Any:
+            async for event in stream(self, request):
+                yield event
+                await checkpoint()
+
+        ScriptedModel.stream = trickling  # type: ignore[method-assign,assignment]
+
+    expected = chunk_texts(chunks)
+    tmp = tempfile.TemporaryDirectory(prefix="bench-profile-")
+    script = Path(tmp.name, "stream.json")
+    write_script(script, [["warm-up"], expected, expected])
+    config = build_config(["--model", f"script:{script}", "--state-dir", str(Path(tmp.name, "state"))])
+    to_agent_r, to_agent_w = os.pipe()
+    from_agent_r, from_agent_w = os.pipe()
+    responses: queue.Queue[dict[str, Any]] = queue.Queue()
+    seen = [0]
+
+    def drain() -> None:
+        rest = b""
+        while data := os.read(from_agent_r, 1 << 20):
+            lines = (rest + data).split(b"\n")
+            rest = lines.pop()
+            for line in lines:
+                if b'"agent_message_chunk"' in line:
+                    seen[0] += 1
+                elif not line.startswith(b'{"jsonrpc":"2.0","method"'):
+                    responses.put(orjson.loads(line))
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    profiler = cProfile.Profile()
+
+    async def call(method: str, params: Any, request_id: int) -> Any:
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        os.write(to_agent_w, orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE))
+        response = await anyio.to_thread.run_sync(responses.get)
+        assert response["id"] == request_id, response
+        return response["result"]
+
+    async def client() -> None:
+        cwd = os.getcwd()
+        await call("initialize", INIT_PARAMS, 0)
+        session = (await call("session/new", {"cwd": cwd}, 1))["sessionId"]
+        prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+        await call("session/prompt", prompt, 2)
+        for request_id, profiled in ((3, False), (4, True)):
+            before = seen[0]
+            cpu = time.thread_time()
+            if profiled:
+                profiler.enable()
+            await call("session/prompt", prompt, request_id)
+            profiler.disable()
+            cpu = time.thread_time() - cpu
+            assert seen[0] - before == chunks, (seen[0] - before, chunks)
+            label = "under cProfile" if profiled else "unprofiled"
+            print(f"{'trickle' if trickle else 'burst'} turn, {chunks} chunks, {label}: ", end="")
+            print(f"{cpu / chunks * 1e6:.2f} µs of event-loop-thread CPU per chunk")
+        os.close(to_agent_w)
+
+    async def run() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                serve,
+                config,
+                FdReceiveStream(to_agent_r, close_fd=True),
+                FdSendStream(from_agent_w, close_fd=True),
+            )
+            await client()
+
+    anyio.run(run)
+    reader.join(5)
+    tmp.cleanup()
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=15, help="cold-start spawns per agent (default 15)")
+    parser.add_argument("--turns", type=int, default=5, help="measured streaming turns per agent")
+    parser.add_argument("--chunks", type=int, default=20_000, help="text chunks per streaming turn")
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="start the agents without writing or reading a bytecode cache for uncompiled modules",
+    )
+    parser.add_argument("--profile", action="store_true", help="profile dsh-acp's streaming turn instead")
+    parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
+    parser.add_argument(
+        "--trickle", action="store_true", help="with --profile: one event-loop turn per chunk"
+    )
+    args = parser.parse_args()
+    if args.profile:
+        profile(args.chunks, args.top, args.trickle)
+    else:
+        main(args.runs, args.turns, args.chunks, not args.no_bytecode_cache)
