@@ -5,8 +5,9 @@ session log go through the same code, so a replay leaves the editor exactly wher
 left it. The bridge switches on card kinds, never on tool names.
 
 Each function returns the ``update`` object of a ``SessionNotification`` (the caller adds the
-``sessionId``). Wire conventions (DESIGN §3): paths in ``locations`` and ``diff.path`` stay
-absolute; titles show paths inside the session cwd relative to it; a terminal card on a capable
+``sessionId``). Wire conventions (DESIGN §3): paths in ``locations`` and ``diff.path`` are
+absolute (a view's relative path is resolved against the session cwd); titles show paths inside
+the session cwd relative to it; a terminal card on a capable
 client carries its output in ``_meta`` and never ``content`` (which would wipe the terminal).
 """
 
@@ -41,6 +42,7 @@ __all__ = [
     "CallInfo",
     "RenderContext",
     "ToolCallStatus",
+    "absolute",
     "announce_call",
     "cancelled_call",
     "console_fence",
@@ -139,18 +141,29 @@ def _content(blocks: Iterable[ContentBlock]) -> list[dict[str, Any]]:
     return [{"type": "content", "content": wire_block(block)} for block in blocks]
 
 
-def _diff_blocks(diffs: Iterable[FileDiff]) -> list[dict[str, Any]]:
-    return [{"type": "diff", "path": d.path, "oldText": d.old_text, "newText": d.new_text} for d in diffs]
+def absolute(path: str, cwd: str) -> str:
+    """A view's path as the wire wants it: absolute, a relative one resolved against the
+    session cwd (a presenter sees only the arguments, which may be relative)."""
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(cwd, path))
 
 
-def _locations(locations: Iterable[Location]) -> list[dict[str, Any]]:
+def _diff_blocks(diffs: Iterable[FileDiff], cwd: str) -> list[dict[str, Any]]:
     return [
-        {"path": loc.path} if loc.line is None else {"path": loc.path, "line": loc.line} for loc in locations
+        {"type": "diff", "path": absolute(d.path, cwd), "oldText": d.old_text, "newText": d.new_text}
+        for d in diffs
     ]
 
 
-def _diff_locations(diffs: Sequence[FileDiff]) -> list[dict[str, Any]]:
-    return [{"path": path} for path in dict.fromkeys(d.path for d in diffs)]
+def _locations(locations: Iterable[Location], cwd: str) -> list[dict[str, Any]]:
+    out = []
+    for loc in locations:
+        path = absolute(loc.path, cwd)
+        out.append({"path": path} if loc.line is None else {"path": path, "line": loc.line})
+    return out
+
+
+def _diff_locations(diffs: Sequence[FileDiff], cwd: str) -> list[dict[str, Any]]:
+    return [{"path": path} for path in dict.fromkeys(absolute(d.path, cwd) for d in diffs)]
 
 
 def console_fence(output: str) -> str:
@@ -209,15 +222,17 @@ def _call_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
             title=relativize_title(view.title, ctx.cwd),
             name=info.name,
             kind="edit",
-            content=_diff_blocks(view.diffs),
-            locations=_locations(view.locations) if view.locations else _diff_locations(view.diffs),
+            content=_diff_blocks(view.diffs, ctx.cwd),
+            locations=_locations(view.locations, ctx.cwd)
+            if view.locations
+            else _diff_locations(view.diffs, ctx.cwd),
         )
     elif isinstance(view, GenericCallView):
         fields.update(title=relativize_title(view.title, ctx.cwd), name=info.name, kind=view.kind)
         if view.raw_input is not None:
             fields["rawInput"] = view.raw_input
         fields["content"] = _content(view.content)
-        fields["locations"] = _locations(view.locations)
+        fields["locations"] = _locations(view.locations, ctx.cwd)
     else:  # no presenter, or it declined: the default generic card
         fields.update(title=info.name, name=info.name, kind=info.kind, rawInput=_raw_input(info))
     return fields
@@ -268,7 +283,9 @@ def _terminal_finish(
     reason: str | None = None
     if result.is_error:
         reason = (terminal.error if terminal else None) or (
-            None if terminal and terminal.output is not None else _text_of(result.content)
+            None
+            if terminal and terminal.output is not None
+            else _text_of(result.content).removeprefix("Error: ")
         )
     output = terminal.output if terminal and terminal.output is not None else None
     if output is None and not result.is_error:
@@ -332,6 +349,8 @@ def finish_call(
     tool that does not stream send the output once, here).
     """
     status: ToolCallStatus = "failed" if result.is_error else "completed"
+    if isinstance(info.view, PlanView):  # never announced as a card: only the plan changes
+        return [plan_update(view)] if isinstance(view, PlanView) and not result.is_error else []
     if isinstance(view, PlanView):
         return [plan_update(view), status_update(info.call_id, status)]
     if info.is_terminal:
@@ -345,9 +364,9 @@ def finish_call(
         "status": status,
     }
     if isinstance(view, DiffResultView):
-        update["content"] = _diff_blocks(view.diffs)
+        update["content"] = _diff_blocks(view.diffs, ctx.cwd)
         if view.locations is not None:
-            update["locations"] = _locations(view.locations)
+            update["locations"] = _locations(view.locations, ctx.cwd)
     elif isinstance(view, GenericResultView) and view.content is not None:
         update["content"] = _content(view.content)
     else:

@@ -19,7 +19,7 @@ from ._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids
 __all__ = ["build_config", "main"]
 
 _DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-_COMMANDS = ("tools", "login")
+_COMMANDS = ("tools", "login", "demo")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -105,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="for golden tests: counter ids, output coalesced by size only, a fixed clock",
     )
+    parser.add_argument(
+        "--id-prefix",
+        default="",
+        metavar="TEXT",
+        help="with --deterministic: prefix the counter ids (a restarted agent must not reuse them)",
+    )
     return parser
 
 
@@ -155,8 +161,8 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
 
     config.state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
     if args.deterministic:
-        config.session_ids = counter_ids("session-")
-        config.message_ids = counter_ids("message-")
+        config.session_ids = counter_ids(f"{args.id_prefix}session-")
+        config.message_ids = counter_ids(f"{args.id_prefix}message-")
         config.coalesce_delay = None
         config.deterministic = True
         config.clock = lambda: FIXED_TIME
@@ -220,6 +226,10 @@ def _run_command(name: str, argv: Sequence[str]) -> int:
         from ._login import login_main
 
         return login_main(argv)
+    if name == "demo":
+        from ._demo import demo_main  # imports rich: only for this command, never on the agent's path
+
+        return demo_main(argv)
     from ._catalog import tools_main
 
     return tools_main(argv)

@@ -529,10 +529,9 @@ class Protocol:
         if len(title) > 60:
             title = title[:59].rstrip() + "…"
         session.title = title
-        session.record({"type": "title", "title": title})
-        await session.send(
-            {"sessionUpdate": "session_info_update", "title": title, "updatedAt": self.config.clock()}
-        )
+        now = self.config.clock()
+        session.record({"type": "title", "title": title, "updated_at": now})
+        await session.send({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now})
 
     async def _say(self, session: Session, text: str) -> None:
         """An agent message outside the model (command answers, configuration hints), logged."""

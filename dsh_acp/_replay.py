@@ -26,7 +26,7 @@ from dsh_tools import (
     ToolResultView,
 )
 
-from ._bridge import CallInfo, RenderContext, announce_call, cancelled_call, finish_call, plan_update
+from ._bridge import CallInfo, RenderContext, announce_call, cancelled_call, finish_call
 from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
 from ._modes import PermissionState
 
@@ -96,7 +96,10 @@ def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> l
                 update["messageId"] = event["text_id"]
             updates.append(update)
         elif kind == "title" and event.get("title"):
-            updates.append({"sessionUpdate": "session_info_update", "title": event["title"]})
+            update = {"sessionUpdate": "session_info_update", "title": event["title"]}
+            if event.get("updated_at"):
+                update["updatedAt"] = event["updated_at"]
+            updates.append(update)
         elif kind == "tool_call":
             info = CallInfo(
                 call_id=event["call_id"],
@@ -122,10 +125,7 @@ def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> l
                 meta=event.get("meta"),
             )
             view = _view(event.get("view"), result=True)
-            if isinstance(info.view, PlanView):
-                if isinstance(view, PlanView) and not result.is_error:
-                    updates.append(plan_update(view))
-            elif event.get("cancelled"):
+            if event.get("cancelled") and not isinstance(info.view, PlanView):
                 updates.extend(cancelled_call(info, render))
             else:
                 updates.extend(finish_call(info, result, view, render, streamed=False))

@@ -39,7 +39,6 @@ from ._bridge import (
     finish_call,
     output_chunk,
     permission_tool_call,
-    plan_update,
     status_update,
     wire_block,
 )
@@ -321,8 +320,6 @@ class TurnRunner:
             await self._announce(call, "in_progress")
         elif not call.is_plan:
             await self.session.send(status_update(call.info.call_id, "in_progress"))
-        if isinstance(call.info.view, PlanView):
-            await self.session.send(plan_update(call.info.view))
 
     def _progress_sink(self, call: _Call) -> Callable[[TerminalOutput], Any]:
         render = self.session.render
@@ -371,10 +368,6 @@ class TurnRunner:
                 "view": view_json(view),
             }
         )
-        if call.is_plan:
-            if isinstance(view, PlanView) and not result.is_error:
-                await session.send(plan_update(view))
-            return
         for update in finish_call(call.info, tool_result, view, session.render, streamed=_streamed(call)):
             await session.send(update)
 

@@ -233,9 +233,8 @@ def _present_read(args: dict[str, Any]) -> ToolCallView:
         window = f" (lines {offset or 1}-{(offset or 1) + limit - 1})"
     else:
         window = f" (from line {offset})" if offset is not None else ""
-    # A relative path cannot be made absolute without the session, and the wire wants absolute
-    # locations: then the card has none.
-    locations = (Location(path=path, line=offset or 1),) if os.path.isabs(path) else ()
+    # A relative path is fine here: a UI bridge resolves it against the session's folder.
+    locations = (Location(path=path, line=offset or 1),)
     return GenericCallView(title=f"Read {path}{window}", kind="read", raw_input=args, locations=locations)
 
 
@@ -304,8 +303,6 @@ async def _write(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
 
 def _present_write(args: dict[str, Any]) -> ToolCallView:
     path = args["file_path"]
-    if not os.path.isabs(path):
-        return GenericCallView(title=f"Write {path}", kind="edit")
     # Pure: the old content is unknown here, so the pending card shows the new text as a whole;
     # the result card replaces it with the hunks actually applied.
     diff = FileDiff(path=path, old_text=None, new_text=args["content"])
@@ -408,8 +405,6 @@ async def _edit(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
 
 def _present_edit(args: dict[str, Any]) -> ToolCallView:
     path = args["file_path"]
-    if not os.path.isabs(path):
-        return GenericCallView(title=f"Edit {path}", kind="edit")
     diff = FileDiff(path=path, old_text=args["old_string"], new_text=args["new_string"])
     return DiffCallView(title=f"Edit {path}", diffs=(diff,), locations=(Location(path=path),))
 

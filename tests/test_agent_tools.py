@@ -326,7 +326,7 @@ async def test_failed_terminal_call_keeps_its_terminal(acp_schema: AcpSchema, tm
     )
     call, reason, done = tool_updates(client)
     assert call["status"] == "in_progress"
-    assert reason["_meta"]["terminal_output"]["data"] == "[Error: cannot start: no dir /nope]\n"
+    assert reason["_meta"]["terminal_output"]["data"] == "[cannot start: no dir /nope]\n"
     assert done["status"] == "failed"
     assert "content" not in done
     assert done["_meta"]["terminal_exit"]["terminal_id"] == "t1"

@@ -237,7 +237,7 @@ def test_failed_terminal_without_a_result_view_uses_the_error_text() -> None:
     chunk, last = finish_call(info, result, None, TERMINAL)
     assert (
         chunk["_meta"]["terminal_output"]["data"]
-        == '[Error: invalid arguments: "command" must be a string]\n'
+        == '[invalid arguments: "command" must be a string]\n'
     )
     assert last["status"] == "failed"
 
@@ -324,6 +324,17 @@ def test_permission_tool_call_repeats_the_card() -> None:
     assert call["status"] == "pending"
     assert call["title"] == "ls -la"
     assert "sessionUpdate" not in call
+
+
+def test_relative_view_paths_become_absolute() -> None:
+    view = DiffCallView(title="Edit src/a.py", diffs=(FileDiff(path="src/a.py", old_text="a", new_text="b"),))
+    call = announce_call(CallInfo("c", "edit", {}, view), "pending", PLAIN)
+    assert call["content"][0]["path"] == "/work/project/src/a.py"
+    assert call["locations"] == [{"path": "/work/project/src/a.py"}]
+    read = GenericCallView(title="Read ../x.py", locations=(Location(path="../x.py", line=2),))
+    assert announce_call(CallInfo("r", "read", {}, read), "pending", PLAIN)["locations"] == [
+        {"path": "/work/x.py", "line": 2}
+    ]
 
 
 def test_cancelled_calls() -> None:

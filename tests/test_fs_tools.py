@@ -195,7 +195,8 @@ def test_read_call_card() -> None:
     assert read_tool.call_view({"file_path": "/w/a.py"}).title == "Read /w/a.py"  # type: ignore[union-attr]
     relative = read_tool.call_view({"file_path": "a.py"})
     assert isinstance(relative, GenericCallView)
-    assert relative.locations == ()  # a relative location would be wrong on the wire
+    # Relative stays relative in the view: the bridge resolves it against the session cwd.
+    assert relative.locations == (Location(path="a.py", line=1),)
     assert read_tool.call_view({"file_path": 3}) is None  # malformed: the generic card
 
 
@@ -230,8 +231,10 @@ def test_write_call_card_is_a_diff_of_a_new_text() -> None:
         diffs=(FileDiff(path="/w/a.py", old_text=None, new_text="x\n"),),
         locations=(Location(path="/w/a.py"),),
     )
-    assert write.call_view({"file_path": "a.py", "content": "x"}) == GenericCallView(
-        title="Write a.py", kind="edit"
+    assert write.call_view({"file_path": "a.py", "content": "x"}) == DiffCallView(
+        title="Write a.py",
+        diffs=(FileDiff(path="a.py", old_text=None, new_text="x"),),
+        locations=(Location(path="a.py"),),
     )
 
 

@@ -84,7 +84,8 @@ class AcpClient:
     schema: AcpSchema | None = None
     permission_answers: deque[PermissionAnswer] = field(default_factory=deque)
     files: dict[str, str] = field(default_factory=dict)
-    """What ``fs/read_text_file`` answers and ``fs/write_text_file`` changes (the editor's buffers)."""
+    """The editor's unsaved buffers: what ``fs/read_text_file`` answers for these paths and
+    ``fs/write_text_file`` changes; any other path is read from and saved to the disk."""
     lines: list[WireLine] = field(default_factory=list)
     agent_requests: list[dict[str, Any]] = field(default_factory=list)
     on_update: Callable[[dict[str, Any]], None] | None = None
@@ -284,9 +285,13 @@ class AcpClient:
             return {"outcome": {"outcome": "selected", "optionId": choice}}
         if method == "fs/read_text_file":
             path = params["path"]
-            if path not in self.files:
-                raise RpcError(-32002, f"Resource not found: {path}")
-            text = self.files[path]
+            if path in self.files:
+                text = self.files[path]
+            else:  # like an editor with no unsaved buffer for the file: what is on disk
+                try:
+                    text = await anyio.Path(path).read_text(encoding="utf-8")
+                except FileNotFoundError:
+                    raise RpcError(-32002, f"Resource not found: {path}") from None
             line, limit = params.get("line"), params.get("limit")
             if line or limit:
                 rows = text.splitlines(keepends=True)
@@ -294,6 +299,12 @@ class AcpClient:
                 text = "".join(rows[start : start + limit if limit else None])
             return {"content": text}
         if method == "fs/write_text_file":
-            self.files[params["path"]] = params["content"]
+            path = params["path"]
+            if path in self.files:
+                self.files[path] = params["content"]
+            else:  # the editor saves it
+                target = anyio.Path(path)
+                await target.parent.mkdir(parents=True, exist_ok=True)
+                await target.write_text(params["content"], encoding="utf-8")
             return {}
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")

@@ -11,7 +11,10 @@ A scenario folder ``fixtures/wire/<name>/`` holds:
 - ``workspace/`` (optional): copied into a fresh temp folder that is the session cwd;
 - ``expected.jsonl``: the golden — every line the agent wrote, normalized (see ``Normalizer``).
 
-Steps (one key each; strings may use ``{{cwd}}`` and ``{{sessionId}}``/``{{sessionId2}}``…):
+Steps (one key each; strings may use ``{{cwd}}``, ``{{sessionId}}``/``{{sessionId2}}``…, and
+``{{python}}`` / ``{{scenario}}`` — this interpreter and the scenario folder, to start an MCP
+server that lives beside the scenario; those two never reach the golden unless the agent echoes
+them):
 ``{"initialize": {"clientCapabilities": {...}, "protocolVersion": 1}}``,
 ``{"new_session": {"additionalDirectories": [...]}}``,
 ``{"prompt": {"text": "..." | "blocks": [...], "session": 1, "permissions": ["allow_once", ...],
@@ -161,10 +164,14 @@ class _Run:
     sessions: list[str] = field(default_factory=list)
     lines: list[Any] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    runs: int = 0
+    """Agent processes started so far (a ``restart`` step starts another)."""
 
     def expand(self, value: Any) -> Any:
         if isinstance(value, str):
             value = value.replace("{{cwd}}", str(self.cwd))
+            value = value.replace("{{python}}", sys.executable)
+            value = value.replace("{{scenario}}", str(self.scenario.folder.resolve()))
             for index in range(len(self.sessions), 0, -1):
                 name = "{{sessionId}}" if index == 1 else f"{{{{sessionId{index}}}}}"
                 value = value.replace(name, self.sessions[index - 1])
@@ -182,8 +189,11 @@ class _Run:
             script = (self.scenario.folder / "model.json").read_text(encoding="utf-8")
             model.write_text(script.replace("{{cwd}}", str(self.cwd)), encoding="utf-8")
         state = self.root / "state"  # outlives a {"restart": {}} step, like a user's state dir
+        # Each restart counts its ids afresh; a prefix keeps them from repeating the first run's.
+        prefix = ["--id-prefix", f"run{self.runs}-"] if self.runs > 1 else []
         return [
             "--deterministic",
+            *prefix,
             "--state-dir",
             str(state),
             "--model",
@@ -198,6 +208,7 @@ class _Run:
 
     @asynccontextmanager
     async def agent(self) -> AsyncIterator[AcpClient]:
+        self.runs += 1
         paths = self.python_path()
         if self.mode == "memory":
             from dsh_acp._cli import build_config
