@@ -1,0 +1,207 @@
+// Drives dsh-acp with the official ACP TypeScript SDK acting as the editor (Zed's capabilities),
+// and prints one JSON document with everything the SDK handed to the client app, plus the raw
+// transcript of both directions. tests/test_official_client.py asserts on that document.
+//
+//   node drive.mjs --python PY --workspace DIR --state-dir DIR --script MODEL.json [--timeout-ms N]
+//
+// The SDK parses leniently (unknown keys are stripped, an invalid field value falls back to its
+// default, an invalid content block is skipped, an unparsable message is only logged), so this
+// driver records both what the SDK parsed and the raw lines of both directions, and captures the
+// SDK's own complaints (console.error): the test can tell "accepted" from "understood".
+
+import { spawn } from "node:child_process";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { Readable, Writable } from "node:stream";
+import { parseArgs } from "node:util";
+
+import * as acp from "@agentclientprotocol/sdk";
+
+const { values: args } = parseArgs({
+  options: {
+    python: { type: "string" },
+    workspace: { type: "string" },
+    "state-dir": { type: "string" },
+    script: { type: "string" },
+    "timeout-ms": { type: "string", default: "15000" },
+  },
+});
+for (const name of ["python", "workspace", "state-dir", "script"]) {
+  if (!args[name]) {
+    console.error(`drive.mjs: --${name} is required`);
+    process.exit(2);
+  }
+}
+const workspace = path.resolve(args.workspace);
+const stateDir = path.resolve(args["state-dir"]);
+
+// The SDK reports messages it could not parse or handle only through console.error; keep them so
+// the test can require that there were none.
+const sdkErrors = [];
+const originalError = console.error;
+console.error = (...parts) => {
+  sdkErrors.push(parts.map((part) => (typeof part === "string" ? part : JSON.stringify(part))).join(" "));
+  originalError(...parts);
+};
+
+// One ordered log of everything, so the test can check causality (a permission request after the
+// call's announcement, `in_progress` only after the answer went out).
+const transcript = []; // {dir: "agent" | "client", message}
+const events = []; // what the SDK handed to the app, in arrival order
+const record = (kind, data) => {
+  const event = { seq: events.length, transcriptIndex: transcript.length, kind, ...data };
+  events.push(event);
+  return event;
+};
+
+// The scripted model names files by absolute path: `{{cwd}}` is the workspace (as in the golden kit).
+const script = (await readFile(args.script, "utf8")).replaceAll("{{cwd}}", workspace);
+await mkdir(stateDir, { recursive: true });
+const modelPath = path.join(stateDir, "model.json");
+await writeFile(modelPath, script);
+
+const child = spawn(
+  args.python,
+  ["-m", "dsh_acp", "--model", `script:${modelPath}`, "--state-dir", stateDir, "--mode", "default"],
+  { cwd: workspace, stdio: ["pipe", "pipe", "pipe"] },
+);
+let agentStderr = "";
+child.stderr.setEncoding("utf8");
+child.stderr.on("data", (chunk) => {
+  agentStderr += chunk;
+});
+const exited = new Promise((resolve) => {
+  child.on("exit", (code, signal) => resolve({ code, signal }));
+});
+
+// Tap both directions at the byte level: the transcript is exactly the wire, in order.
+const decoder = new TextDecoder();
+let pending = "";
+const agentOut = Readable.toWeb(child.stdout).pipeThrough(
+  new TransformStream({
+    transform(chunk, controller) {
+      pending += decoder.decode(chunk, { stream: true });
+      let newline;
+      while ((newline = pending.indexOf("\n")) >= 0) {
+        const line = pending.slice(0, newline);
+        pending = pending.slice(newline + 1);
+        if (line.trim()) {
+          let message;
+          try {
+            message = JSON.parse(line);
+          } catch {
+            message = { unparsable: line };
+          }
+          transcript.push({ dir: "agent", message });
+        }
+      }
+      controller.enqueue(chunk);
+    },
+  }),
+);
+const stdinWriter = Writable.toWeb(child.stdin).getWriter();
+const agentIn = new WritableStream({
+  async write(chunk) {
+    for (const line of decoder.decode(chunk).split("\n")) {
+      if (line.trim()) transcript.push({ dir: "client", message: JSON.parse(line) });
+    }
+    await stdinWriter.write(chunk);
+  },
+  async close() {
+    await stdinWriter.close();
+  },
+});
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Zed answers fs/* from its buffers; here the buffers are the files on disk, so what the agent
+// writes through the client really lands in the workspace.
+const app = acp
+  .client({ name: "dsh-acp official client test" })
+  .onNotification(acp.methods.client.session.update, ({ params }) => {
+    record("session_update", { params });
+  })
+  .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
+    record("request_permission", { params });
+    // Wait a little before answering, as a user would: an agent that does not wait for the answer
+    // would show it by moving the call to in_progress during this pause.
+    await sleep(100);
+    const option = params.options.find((candidate) => candidate.kind === "allow_once");
+    if (!option) throw new Error(`no allow_once option in ${JSON.stringify(params.options)}`);
+    const answer = { outcome: { outcome: "selected", optionId: option.optionId } };
+    record("permission_answer", { toolCallId: params.toolCall.toolCallId, answer });
+    return answer;
+  })
+  .onRequest(acp.methods.client.fs.readTextFile, async ({ params }) => {
+    record("read_text_file", { params });
+    let text;
+    try {
+      text = await readFile(params.path, "utf8");
+    } catch (error) {
+      // Like an editor asked for a file it has no buffer for and that is not on disk: the
+      // protocol's "resource not found", which the agent takes as "the file does not exist yet".
+      if (error.code === "ENOENT") throw acp.RequestError.resourceNotFound(params.path);
+      throw error;
+    }
+    if (params.line == null && params.limit == null) return { content: text };
+    const lines = text.split(/(?<=\n)/);
+    const start = Math.max((params.line ?? 1) - 1, 0);
+    const end = params.limit == null ? lines.length : start + params.limit;
+    return { content: lines.slice(start, end).join("") };
+  })
+  .onRequest(acp.methods.client.fs.writeTextFile, async ({ params }) => {
+    record("write_text_file", { params });
+    await mkdir(path.dirname(params.path), { recursive: true });
+    await writeFile(params.path, params.content);
+    return {};
+  });
+
+const clientCapabilities = {
+  fs: { readTextFile: true, writeTextFile: true },
+  terminal: true,
+  _meta: { terminal_output: true },
+};
+
+let timer;
+const timeout = new Promise((_, reject) => {
+  timer = setTimeout(
+    () => reject(new Error(`timed out after ${args["timeout-ms"]} ms`)),
+    Number(args["timeout-ms"]),
+  );
+});
+
+const output = { events, transcript, sdkErrors };
+try {
+  await Promise.race([
+    timeout,
+    app.connectWith(acp.ndJsonStream(agentIn, agentOut), async (agent) => {
+      output.initialize = await agent.request(acp.methods.agent.initialize, {
+        protocolVersion: acp.PROTOCOL_VERSION,
+        clientCapabilities,
+        clientInfo: { name: "zed", title: "Zed", version: "0.200.0" },
+      });
+      output.newSession = await agent.request(acp.methods.agent.session.new, {
+        cwd: workspace,
+        mcpServers: [],
+      });
+      output.prompt = await agent.request(acp.methods.agent.session.prompt, {
+        sessionId: output.newSession.sessionId,
+        prompt: [{ type: "text", text: "Run the tests, then fix the greeting." }],
+      });
+    }),
+  ]);
+  // The editor ends the agent by closing its stdin; the agent must then exit on its own.
+  child.stdin.end();
+  output.agentExit = await Promise.race([
+    exited,
+    sleep(5000).then(() => ({ code: null, signal: null, stillRunning: true })),
+  ]);
+} catch (error) {
+  output.error = String(error?.stack ?? error);
+} finally {
+  clearTimeout(timer);
+  if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+}
+output.agentStderr = agentStderr;
+process.stdout.write(JSON.stringify(output, null, 2) + "\n");
+process.exit(output.error ? 1 : 0);
