@@ -2,21 +2,22 @@
 
 An editor waits for ``initialize`` before it shows anything, so answering it must not wait for
 pydantic, the tools or the model (DESIGN §6): this module imports none of them. Everything else is
-delegated to ``_protocol.Protocol``, imported on first use (and warmed up in a thread right
+delegated to ``_protocol.Protocol``, imported on first use (and warmed up on the loop right
 after ``initialize`` so that ``session/new`` does not pay for it either).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
-import threading
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ._config import VERSION, AgentConfig
-from ._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
+from ._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, Reply, RequestId, RpcError
 
 if TYPE_CHECKING:
     from ._protocol import Protocol
@@ -52,7 +53,7 @@ class Agent:
         self.client_capabilities: dict[str, Any] = {}
         self._connection: Connection | None = None
         self._protocol: Protocol | None = None
-        self._warming: threading.Thread | None = None
+        self._warmed = False
 
     def attach(self, connection: Connection) -> None:
         """Give the agent the connection it answers on (the two refer to each other)."""
@@ -62,8 +63,6 @@ class Agent:
     def protocol(self) -> Protocol:
         """The session half of the agent, built on first use."""
         if self._protocol is None:
-            if self._warming is not None:
-                self._warming.join()
             from ._protocol import Protocol
 
             assert self._connection is not None, "attach() a connection first"
@@ -76,7 +75,7 @@ class Agent:
 
     def on_request(self, method: str, params: Any, request_id: RequestId) -> Awaitable[Any]:
         if method == "initialize":
-            return _ready(self._initialize(params))
+            return _ready(Reply(self._initialize(params), self._warm_up))
         if method in _SESSION_METHODS:
             return self.protocol.on_request(method, params)
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -107,7 +106,6 @@ class Agent:
         self.client_capabilities.clear()
         if isinstance(capabilities, dict):
             self.client_capabilities.update(capabilities)
-        self._warm_up()
         durable = self.config.state_dir is not None
         return {
             # We speak only version 1: an unknown (newer) version is answered with ours, never echoed.
@@ -138,24 +136,19 @@ class Agent:
 
         return auth_methods(self.client_capabilities)
 
-    def _warm_up(self) -> None:
-        """Import the session half in a thread while the editor digests our answer."""
-        if self._protocol is None and self._warming is None:
-            modules = ("dsh_acp._protocol", *self.config.warm_imports)
-            self._warming = threading.Thread(
-                target=_import_modules, args=(modules,), name="dsh-acp-warm-up", daemon=True
-            )
-            self._warming.start()
-
-
-def _import_modules(modules: tuple[str, ...]) -> None:
-    import importlib
-
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except Exception:  # the real import, on first use, reports it properly
-            _log.debug("warm-up import of %s failed", module, exc_info=True)
+    async def _warm_up(self) -> None:
+        """Once ``initialize`` is answered, load what sessions need while the editor digests the
+        answer (on the loop rather than in a thread: a thread costs memory and gains nothing
+        here, the next request needs these modules anyway)."""
+        if self._protocol is not None or self._warmed:
+            return
+        self._warmed = True
+        await anyio.lowlevel.checkpoint()  # let the answer reach the pipe first
+        for module in ("dsh_acp._protocol", *self.config.warm_imports):
+            try:
+                importlib.import_module(module)
+            except Exception:  # the real import, on first use, reports it properly
+                _log.debug("warm-up import of %s failed", module, exc_info=True)
 
 
 async def _ready(value: Any) -> Any:

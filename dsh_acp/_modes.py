@@ -12,7 +12,6 @@ stale file), and what they ask about (access outside the workspace) is asked in 
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -68,6 +67,8 @@ def permission_key(definition: ToolDefinition | None, name: str, arguments: Any)
     (``npm test``, ``git commit``, ``ls``) for shell-like tools, else the tool."""
     command = arguments.get("command") if isinstance(arguments, dict) else None
     if definition is not None and definition.kind == "execute" and isinstance(command, str):
+        import shlex  # only when a command is asked about; the agent's idle memory counts
+
         try:
             words = shlex.split(command)
         except ValueError:

@@ -13,7 +13,6 @@ changed region as one hunk.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from typing import TypedDict
 
@@ -208,6 +207,8 @@ def diff_hunks(old: str, new: str, *, max_lines: int = MAX_DIFF_LINES) -> list[H
         ]
     a, b = _lines(old[start:old_end]), _lines(new[start:new_end])
     hunks: list[Hunk] = []
+    import difflib  # only for write's real diff: edits build hunks without it
+
     for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(CONTEXT):
         (_, i1, _, j1, _), (_, _, i2, _, j2) = group[0], group[-1]
         hunks.append(

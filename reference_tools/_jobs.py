@@ -13,7 +13,6 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -250,6 +249,8 @@ class Shell:
         with self._lock:
             if self._dir is None:
                 if self.settings.spill_dir is None:
+                    import tempfile  # only once output spills: keeps the idle agent small
+
                     self._dir, self._made_dir = tempfile.mkdtemp(prefix="dsh-bash-"), True
                 else:
                     self._dir = self.settings.spill_dir

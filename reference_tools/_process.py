@@ -15,7 +15,6 @@ signalled at once; it reads stdin from /dev/null and writes to pipes of its own,
 from __future__ import annotations
 
 import atexit
-import ctypes
 import functools
 import logging
 import os
@@ -126,9 +125,14 @@ _reaper = _Reaper()
 atexit.register(_reaper.close)
 
 
+@functools.cache
 def _load_prctl() -> Callable[..., int] | None:
+    # Loaded at the first spawn, in the parent (never between fork and exec): ctypes costs the
+    # agent's idle memory, and sessions that run no command need none of it.
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes
+
     try:
         prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
@@ -138,13 +142,9 @@ def _load_prctl() -> Callable[..., int] | None:
     return prctl
 
 
-_prctl = _load_prctl()
-
-
-def _die_with_parent(parent: int) -> None:
+def _die_with_parent(prctl: Callable[..., int], parent: int) -> None:
     """Runs in the child between fork and exec: keep it to syscalls."""
-    assert _prctl is not None
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the agent died before prctl: the signal would never come
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -199,6 +199,7 @@ class ProcessGroup:
         Call it from a long-lived thread (the event loop's): Linux sends the parent-death signal
         when the spawning *thread* ends, so a worker thread would kill the command early.
         """
+        prctl = _load_prctl()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
@@ -210,7 +211,7 @@ class ProcessGroup:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
-                preexec_fn=None if _prctl is None else functools.partial(_die_with_parent, os.getpid()),
+                preexec_fn=None if prctl is None else functools.partial(_die_with_parent, prctl, os.getpid()),
             )
         except BaseException:
             os.close(out_r)

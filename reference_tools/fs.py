@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import anyio.from_thread
 import anyio.to_thread
 
 from dsh_tools import (
@@ -73,6 +72,14 @@ __all__ = [
     "register_fs_tools",
     "write_tool",
 ]
+
+
+def _check_cancelled() -> None:
+    # anyio.from_thread is imported on the first search, not with the tools (idle memory).
+    import anyio.from_thread
+
+    anyio.from_thread.check_cancelled()
+
 
 MAX_READ_LINES = 2000
 MAX_READ_BYTES = 100 * 1024
@@ -479,9 +486,7 @@ async def _glob(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     root, pattern = _glob_target(execution, args)
     _directory(execution, root)
     found = await _in_thread(
-        functools.partial(
-            _search.glob_files, root, pattern, limit=_MAX_GLOB, check=anyio.from_thread.check_cancelled
-        )
+        functools.partial(_search.glob_files, root, pattern, limit=_MAX_GLOB, check=_check_cancelled)
     )
     body = _search_result(
         "\n".join(found.lines), found, f"No files match {args['pattern']} in {root}.", "narrow the pattern"
@@ -546,7 +551,7 @@ async def _grep(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         file_glob=args.get("glob"),
         limit=_MAX_GREP,
         max_line=_MAX_GREP_LINE,
-        check=anyio.from_thread.check_cancelled,
+        check=_check_cancelled,
     )
     found = await _in_thread(grep)
     empty = f"No matches for {args['pattern']} in {root}."
