@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,24 +102,33 @@ def demo_main(argv: Sequence[str]) -> int:
         anyio.run(_demo, view)
     except BaseException as error:
         view.close()
-        cause = _single_cause(error)
-        if isinstance(cause, KeyboardInterrupt):
-            return 130
-        if isinstance(cause, BrokenPipeError):  # `dsh-acp demo | head`: the reader left; so do we
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
-        if isinstance(cause, DemoError):
-            print(f"dsh-acp demo: {cause}", file=sys.stderr)
-            return 1
+        # anyio reports what ended its tasks in (nested) groups; the first decisive one tells why.
+        leaves = list(_leaves(error))
+        for kind in (KeyboardInterrupt, SystemExit, _ReaderGone, DemoError):
+            cause = next((leaf for leaf in leaves if isinstance(leaf, kind)), None)
+            if isinstance(cause, KeyboardInterrupt):
+                return 130
+            if isinstance(cause, SystemExit):  # rich's answer to a closed pipe (`demo | head`)
+                return cause.code if isinstance(cause.code, int) else 1
+            if isinstance(cause, _ReaderGone):
+                return 1
+            if isinstance(cause, DemoError):
+                print(f"dsh-acp demo: {cause}", file=sys.stderr)
+                return 1
         raise
     return 0
 
 
-def _single_cause(error: BaseException) -> BaseException:
-    """The one exception inside nested single-member exception groups (anyio wraps in groups)."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
+class _ReaderGone(Exception):
+    """Whoever read our output closed the pipe (``demo --raw | head``): stop, quietly."""
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
 
 
 # -- the session ------------------------------------------------------------------------------
@@ -137,8 +146,13 @@ async def _demo(view: _View) -> None:
         args = ["--model", f"script:{script}", "--state-dir", str(root / "state"), "--mode", "default"]
         view.intro(workspace, f"python -m dsh_acp --model script:{script.name} --mode default")
         async with _launch(args, view) as editor:
-            with anyio.fail_after(_TURN_LIMIT_S):
-                await editor.run_session(workspace)
+            try:
+                with anyio.fail_after(_TURN_LIMIT_S):
+                    await editor.run_session(workspace)
+            except TimeoutError:
+                raise DemoError(
+                    f"the agent did not finish the session within {_TURN_LIMIT_S:.0f} s"
+                ) from None
         view.finished(time.monotonic() - started)
 
 
@@ -159,10 +173,11 @@ class _AgentProcess:
         if buffer.strip():
             self.stderr.append(buffer.decode(errors="replace"))
 
-    def describe_exit(self) -> str:
+    def describe_exit(self, when: str = "") -> str:
+        """``the agent exited with code 3 before answering initialize (it said: ...)``."""
         code = self.process.returncode
-        said = f": {self.stderr[-1]}" if self.stderr else ""
-        return f"the agent exited{'' if code is None else f' with code {code}'}{said}"
+        said = f" (it said: {self.stderr[-1]})" if self.stderr else ""
+        return f"the agent exited{'' if code is None else f' with code {code}'}{when}{said}"
 
 
 class _Editor:
@@ -184,7 +199,7 @@ class _Editor:
             raise DemoError(f"the agent answered {method} with error {error.code}: {error.message}") from None
         except ConnectionClosed:
             await self._agent_gone()
-            raise DemoError(f"{self._agent.describe_exit()} (while waiting for {method})") from None
+            raise DemoError(self._agent.describe_exit(f" before answering {method}")) from None
 
     async def _agent_gone(self) -> None:
         with anyio.move_on_after(1):  # let the exit code and last stderr line arrive
@@ -212,8 +227,7 @@ class _Editor:
         if stop != "end_turn":
             raise DemoError(f"the prompt turn ended with stopReason {stop!r}, not 'end_turn'")
         # An editor reopening the session gets it replayed; the replay must rebuild the same panel.
-        self._replay = _PanelState(cwd)
-        self._replay.add_user_text(PROMPT)  # live, the prompt came from the editor, not the wire
+        self._replay = _PanelState(cwd)  # the replay includes the user's prompt, as user_message_chunk
         await self.request("session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []})
         replay, self._replay = self._replay, None
         self._view.replayed(replay)
@@ -418,26 +432,23 @@ class _PanelState:
     def add_user_text(self, text: str) -> None:
         self.timeline.append(_Message("user_message_chunk", None, text))
 
-    def apply(self, update: dict[str, Any]) -> _Entry | None:
-        """Fold one update in; returns the timeline entry it touched, if any."""
+    def apply(self, update: dict[str, Any]) -> None:
+        """Fold one update in."""
         kind = update.get("sessionUpdate")
         if kind in ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk"):
-            return self._chunk(kind, update)
-        if kind in ("tool_call", "tool_call_update"):
-            return self._tool_call(kind, update)
-        if kind == "plan":
-            plan = _Plan(list(update.get("entries") or []))
-            self.timeline.append(plan)
-            return plan
-        if kind == "session_info_update" and isinstance(update.get("title"), str):
+            self._chunk(kind, update)
+        elif kind in ("tool_call", "tool_call_update"):
+            self._tool_call(kind, update)
+        elif kind == "plan":
+            self.timeline.append(_Plan(list(update.get("entries") or [])))
+        elif kind == "session_info_update" and isinstance(update.get("title"), str):
             self.title = update["title"]
         elif kind == "usage_update":
             self.usage = (int(update.get("used", 0)), int(update.get("size", 0)))
         elif kind == "available_commands_update":
             self.commands = [str(c.get("name")) for c in update.get("availableCommands") or []]
-        return None
 
-    def _chunk(self, kind: str, update: dict[str, Any]) -> _Message:
+    def _chunk(self, kind: str, update: dict[str, Any]) -> None:
         content = update.get("content") or {}
         text = content.get("text", "") if content.get("type") == "text" else f"[{content.get('type')}]"
         message_id = update.get("messageId")
@@ -445,12 +456,10 @@ class _PanelState:
         # Chunks of one message share a messageId (or, without ids, simply follow each other).
         if isinstance(last, _Message) and last.kind == kind and last.message_id == message_id:
             last.text += text
-            return last
-        message = _Message(kind, message_id, text)
-        self.timeline.append(message)
-        return message
+        else:
+            self.timeline.append(_Message(kind, message_id, text))
 
-    def _tool_call(self, kind: str, update: dict[str, Any]) -> _Card | None:
+    def _tool_call(self, kind: str, update: dict[str, Any]) -> None:
         call_id = str(update.get("toolCallId"))
         card = self.cards.get(call_id)
         if card is None:
@@ -464,7 +473,8 @@ class _PanelState:
             card.kind = str(update["kind"])
         if "status" in update:
             status = str(update["status"])
-            if _STATUS_ORDER.get(status, 0) < _STATUS_ORDER.get(card.status, 0) or card.finished:
+            backwards = _STATUS_ORDER.get(status, 0) < _STATUS_ORDER.get(card.status, 0)
+            if backwards or (card.finished and status != card.status):
                 self.problems.append(f"{call_id}: status went from {card.status} to {status}")
             card.status = status
         if "content" in update:  # content and locations replace the whole collection
@@ -485,7 +495,6 @@ class _PanelState:
             card.exited = True
             card.exit_code = meta["terminal_exit"].get("exit_code")
             card.signal = meta["terminal_exit"].get("signal")
-        return card
 
     def open_cards(self) -> list[_Card]:
         return [card for card in self.cards.values() if not card.finished]
@@ -568,8 +577,14 @@ class _RawView(_View):
     """``--raw``: the wire itself, one JSON-RPC message a line, as it passes."""
 
     def wire(self, direction: Direction, raw: bytes) -> None:
-        sys.stdout.write(f"{direction} {raw.decode(errors='replace')}\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(f"{direction} {raw.decode(errors='replace')}\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # Point stdout at /dev/null so the interpreter's final flush does not complain again; not
+            # an OSError, so that the connection does not mistake it for the agent's pipe breaking.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise _ReaderGone from None
 
 
 class _RichView(_View):
@@ -583,18 +598,16 @@ class _RichView(_View):
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.state: _PanelState | None = None
+        self.state = _PanelState(Path())  # the workspace is set by intro()
         self._printed = 0  # entries of state.timeline already printed
-        self._turn_over = False
         self._live: Live | None = None
         self._spinner = Spinner("dots", text=Text(" working", style="dim"), style="cyan")
-        self._shown_title: str | None = None
         self._shown_commands: list[str] = []
 
     # -- the story ----------------------------------------------------------------------------
 
     def intro(self, workspace: Path, command: str) -> None:
-        self.state = _PanelState(workspace)
+        self.state.cwd = workspace
         c = self.console
         c.print(Rule(Text("dsh-acp demo", style="bold")))
         c.print(
@@ -629,35 +642,33 @@ class _RichView(_View):
             Text.assemble(
                 ("● ", "green"),
                 (f"{info.get('title') or info.get('name')} {info.get('version', '')}", "bold"),
-                f"  protocol v{init.get('protocolVersion')}  ·  session {str(session.get('sessionId'))[:8]}…",
-                f"  ·  mode {mode_names.get(modes.get('currentModeId'), modes.get('currentModeId'))}",
-                f"  ·  model {model.get('currentValue', '?')}",
+                f" · session {str(session.get('sessionId'))[:8]}…",
+                f" · mode {mode_names.get(modes.get('currentModeId'), modes.get('currentModeId'))}",
+                f" · model {model.get('currentValue', '?')}",
             )
         )
 
     def user_prompt(self, text: str) -> None:
-        assert self.state is not None
+        self._show_commands()  # they came with the session; an editor offers them in its prompt box
         self.state.add_user_text(text)
         self._flush()
 
     def update(self, update: dict[str, Any]) -> None:
-        assert self.state is not None
         self.state.apply(update)
-        if self.state.title and self.state.title != self._shown_title:
-            self._shown_title = self.state.title
-            self._flush()  # the title belongs after what came before it
-            self._print(Rule(Text.assemble(("Session title: ", "dim"), (self.state.title, "bold"))))
+        if self._shown_commands:  # the first list waits for the session header (see user_prompt)
+            self._show_commands()
+        self._flush()
+
+    def _show_commands(self) -> None:
         if self.state.commands and self.state.commands != self._shown_commands:
             self._shown_commands = self.state.commands
             self._print(
                 Text("Slash commands: " + "  ".join(f"/{c}" for c in self.state.commands), style="dim")
             )
-        self._flush()
 
     async def permission(
         self, tool_call: dict[str, Any], options: list[dict[str, Any]], chosen: dict[str, Any]
     ) -> None:
-        assert self.state is not None
         call_id = str(tool_call.get("toolCallId"))
         if call_id not in self.state.cards:  # the request must follow the tool_call it asks about
             self.state.problems.append(f"permission asked for {call_id} before its tool_call")
@@ -672,7 +683,6 @@ class _RichView(_View):
         self._refresh()
 
     def file_access(self, method: str, path: str) -> None:
-        assert self.state is not None
         # The agent reads and writes through the editor (its unsaved buffers, its review flow): note
         # it on the open card that names the file.
         for card in reversed(self.state.open_cards()):
@@ -682,14 +692,12 @@ class _RichView(_View):
                 return
 
     def turn_ended(self, stop_reason: str | None) -> None:
-        assert self.state is not None
-        self._turn_over = True
         for card in self.state.open_cards():
             self.state.problems.append(f"{card.call_id} was still {card.status} when the prompt was answered")
         self._flush(everything=True)
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
+        self.close()
+        if self.state.title:  # an editor shows it on the thread's tab; it came with the turn
+            self._print(Rule(Text.assemble(("Session title: ", "dim"), (self.state.title, "bold"))))
         style = "green" if stop_reason == "end_turn" else "red"
         footer = Text.assemble(("■ ", style), "turn ended: ", (str(stop_reason), f"bold {style}"))
         if self.state.usage:
@@ -698,9 +706,9 @@ class _RichView(_View):
         self.console.print(footer)
 
     def replayed(self, replay: _PanelState) -> None:
-        assert self.state is not None
         cards = len(replay.cards)
         differences = _differences(self.state.snapshot(), replay.snapshot())
+        differences += [f"in the replay: {problem}" for problem in replay.problems]
         if not differences:
             self.console.print(
                 Text.assemble(
@@ -719,7 +727,6 @@ class _RichView(_View):
             self.console.print(Text(f"  - {difference}", "yellow"))
 
     def finished(self, seconds: float) -> None:
-        assert self.state is not None
         for problem in self.state.problems:
             self.console.print(Text(f"⚠ on the wire: {problem}", "yellow"))
         self.console.print(Rule(Text(f"done in {seconds:.1f} s", style="dim")))
@@ -744,23 +751,21 @@ class _RichView(_View):
             self._live.refresh()
 
     def _flush(self, everything: bool = False) -> None:
-        """Print the finished entries at the head of the timeline, in order."""
-        assert self.state is not None
+        """Print the finished entries at the head of the timeline, in order (all at the turn's end)."""
         timeline = self.state.timeline
         while self._printed < len(timeline):
             entry = timeline[self._printed]
-            is_last = self._printed == len(timeline) - 1
-            done = (
-                entry.finished if isinstance(entry, _Card) else not (isinstance(entry, _Message) and is_last)
-            )
-            if not (done or everything or self._turn_over):
+            if isinstance(entry, _Card):
+                done = entry.finished
+            else:  # a message may still grow while it is the last entry; a plan is final at once
+                done = not isinstance(entry, _Message) or self._printed < len(timeline) - 1
+            if not (done or everything):
                 break
             self._print(self._entry(entry, live=False))
             self._printed += 1
         self._refresh()
 
     def _live_region(self) -> RenderableType:
-        assert self.state is not None
         pending = [self._entry(entry, live=True) for entry in self.state.timeline[self._printed :]]
         return Group(*pending, self._spinner)
 
@@ -818,9 +823,7 @@ class _RichView(_View):
                     ("▸ permission asked: ", "yellow"), asked, (" — answered: ", "yellow"), (answer, "bold")
                 )
             )
-        body += [
-            Text(f"↳ the agent used the editor's buffer: {note}", style="dim") for note in card.file_access
-        ]
+        body += [Text(f"↳ through the editor: {note}", style="dim") for note in card.file_access]
         border = {"completed": "green", "failed": "red", "pending": "yellow"}.get(card.status, "blue")
         return Panel(
             Group(*body) if body else Text("(no content)", style="dim"),
@@ -855,6 +858,8 @@ class _RichView(_View):
             failed = card.signal or card.exit_code != 0
             what = f"signal {card.signal}" if card.signal else f"exit {card.exit_code}"
             pill = Text(f" {what} ", style="bold white on red" if failed else "bold black on green")
+        elif card.status == "pending":  # announced, waiting for permission: nothing has run yet
+            pill = Text(" waiting ", style="bold black on yellow")
         else:
             pill = Text(" running ", style="bold black on yellow")
         return Panel(
@@ -863,7 +868,6 @@ class _RichView(_View):
 
     def _relative(self, path: str) -> str:
         """A path as an editor shows it: relative inside the workspace, absolute outside."""
-        assert self.state is not None
         try:
             return str(Path(path).relative_to(self.state.cwd))
         except ValueError:
