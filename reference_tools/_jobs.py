@@ -95,6 +95,8 @@ class Job:
             )
 
         self.stdout, self.stderr = capture("stdout"), capture("stderr")
+        self.terminal = capture("output")
+        """Both streams interleaved as they arrived: what a terminal showed (and a replay shows)."""
         self.error: str | None = None
         """Why the command did not finish on its own (timed out), else ``None``."""
         self.stopped_leftovers = False
@@ -147,6 +149,7 @@ class Job:
             self.process.close()
             self.stdout.close()
             self.stderr.close()
+            self.terminal.close()
             self.finished.set()
 
     async def _read(
@@ -165,10 +168,11 @@ class Job:
                 await anyio.wait_readable(fd)
                 continue
             capture.feed(data)
-            if report is not None:
-                text = decoder.decode(data, final=not data)
-                if text:
-                    async with lock:
+            text = decoder.decode(data, final=not data)
+            if text:
+                async with lock:  # the terminal capture and the live stream see the same order
+                    self.terminal.feed(text.encode())
+                    if report is not None:
                         await report(TerminalOutput(text))
             if not data:
                 break

@@ -159,7 +159,7 @@ async def _bash(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
             meta={"task_id": job.name, "cwd": cwd},
         )
     await shell.run(job, execution.report, timeout)
-    meta = _meta(job)
+    meta = {**_meta(job), "output": job.terminal.take(final=True)}
     return ToolOutput(
         [text(_output_text(job, final=True) + _status_line(meta))], meta=meta, is_error=job.error is not None
     )
@@ -222,9 +222,9 @@ def _present_bash_result(args: dict[str, Any], result: ToolResult) -> TerminalRe
     meta = result.meta
     if args.get("run_in_background") or not isinstance(meta, dict) or "exit_code" not in meta:
         return _fenced_result(result)  # refused, bad arguments, or a background start
-    output: str | None = None  # a command that never ran has no output: the error says why
-    if meta["exit_code"] is not None or meta.get("signal") is not None:
-        output = _result_text(result)
+    output: str | None = meta.get("output")  # interleaved, as the terminal showed it
+    if output is None and (meta["exit_code"] is not None or meta.get("signal") is not None):
+        output = _result_text(result)  # an older log: the model's text, stdout then stderr
         status = _status_line(meta)
         if output.endswith(status):  # a post-execute listener may have replaced the text
             output = output[: len(output) - len(status)]

@@ -138,8 +138,19 @@ async def test_stdout_stderr_sections_and_exit_code(session: Session) -> None:
         "cwd": str(session.cwd),
         "error": None,
         "stopped_leftovers": False,
+        "output": "out\nerr\n",  # both streams as a terminal showed them
     }
     assert not result.is_error  # a failing command is a completed call
+
+
+async def test_the_terminal_card_replays_the_interleaved_output(session: Session) -> None:
+    result = await session.call("bash", command="echo one; echo two >&2; sleep 0.2; echo three")
+    assert text_of(result) == "one\nthree\n[stderr]\ntwo\n[exit code 0]"  # the model's sections
+    view = next(t for t in bash_tools() if t.name == "bash").result_view(
+        {"command": "x", "description": "x"}, result.as_tool_result()
+    )
+    assert isinstance(view, TerminalResultView)
+    assert view.output == "one\ntwo\nthree\n"  # what the live terminal showed, in its order
 
 
 async def test_no_output_is_just_the_status(session: Session) -> None:
