@@ -95,6 +95,8 @@ def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> l
             if event.get("text_id"):
                 update["messageId"] = event["text_id"]
             updates.append(update)
+        elif kind == "usage":
+            updates.append({"sessionUpdate": "usage_update", "used": event["used"], "size": event["size"]})
         elif kind == "title" and event.get("title"):
             update = {"sessionUpdate": "session_info_update", "title": event["title"]}
             if event.get("updated_at"):

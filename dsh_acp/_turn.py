@@ -102,6 +102,7 @@ class _Call:
     finished: bool = False
     output: OutputCoalescer | None = None
     model_result: ToolResultMessage | None = None
+    recorded: bool = False
 
     @property
     def is_plan(self) -> bool:
@@ -225,6 +226,7 @@ class TurnRunner:
 
     async def _usage(self, usage: Usage) -> None:
         if usage.context_window:
+            self.session.record({"type": "usage", "used": usage.used, "size": usage.context_window})
             await self.session.send(
                 {"sessionUpdate": "usage_update", "used": usage.used, "size": usage.context_window}
             )
@@ -249,16 +251,6 @@ class TurnRunner:
             call = _Call(info)
             self._calls[request.id] = call
             self._step.append(call)
-            session.record(
-                {
-                    "type": "tool_call",
-                    "call_id": request.id,
-                    "name": request.name,
-                    "arguments": arguments,
-                    "kind": info.kind,
-                    "view": view_json(view),
-                }
-            )
             executions.append(
                 ToolExecution(
                     call_id=request.id,
@@ -289,6 +281,7 @@ class TurnRunner:
         """Add the step's results to the conversation in call order; a call that has none (the
         turn was cancelled) gets a cancelled result, so the conversation stays well formed."""
         for call in self._step:
+            self._record_call(call)
             if call.model_result is None:
                 call.model_result = ToolResultMessage(
                     call.info.call_id, call.info.name, (TextBlock(text=CANCELLED_TEXT),), is_error=True
@@ -308,8 +301,26 @@ class TurnRunner:
             self.session.history.append(call.model_result)
         self._step = []
 
+    def _record_call(self, call: _Call) -> None:
+        """Log a call when the editor first hears of it, so a replay keeps the live order."""
+        if call.recorded:
+            return
+        call.recorded = True
+        info = call.info
+        self.session.record(
+            {
+                "type": "tool_call",
+                "call_id": info.call_id,
+                "name": info.name,
+                "arguments": info.arguments,
+                "kind": info.kind,
+                "view": view_json(info.view),
+            }
+        )
+
     async def _announce(self, call: _Call, status: ToolCallStatus) -> None:
         call.announced = True
+        self._record_call(call)
         if call.is_plan:
             return  # a plan is shown as the session's plan, not as a tool card
         await self.session.send(announce_call(call.info, status, self.session.render))

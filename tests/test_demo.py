@@ -113,11 +113,6 @@ def test_a_narrow_pipe_does_not_break_the_rendering() -> None:
     assert "Ran 4 tests" in run.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="session/load replays a bash card's output as the model's text (stdout, then a '[stderr]' "
-    "section), not as the terminal streamed it live",
-)
 def test_the_replay_rebuilds_the_live_panel(rendered: str) -> None:
     assert "✓ session/load replayed the session" in rendered
 
