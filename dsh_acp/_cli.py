@@ -27,8 +27,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="dsh-acp",
         description=(
             "An Agent Client Protocol agent: launch it from your editor; it speaks ACP on stdio. "
-            "Other commands: `dsh-acp tools --markdown` (the tool catalog), "
-            "`dsh-acp login` (store an API key)."
+            "Other commands: `dsh-acp demo` (watch it work: no model, key or editor needed), "
+            "`dsh-acp tools --markdown` (the tool catalog), `dsh-acp login` (store an API key)."
         ),
     )
     parser.add_argument("--version", action="version", version=f"dsh-acp {VERSION}")
