@@ -13,6 +13,7 @@ from dsh_acp._model import ContextMessage, ToolResultMessage
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Accept,
+    Ask,
     DiffCallView,
     DiffResultView,
     FileDiff,
@@ -20,6 +21,8 @@ from dsh_tools import (
     Location,
     PostNext,
     PostToolDecision,
+    PreNext,
+    PreToolDecision,
     TerminalCallView,
     TerminalOutput,
     TerminalResultView,
@@ -523,4 +526,53 @@ async def test_cancel_while_a_tool_streams(acp_schema: AcpSchema, tmp_path: Any)
             i for i, m in enumerate(client.agent_messages) if m.get("result") == {"stopReason": "cancelled"}
         )
         assert all(m.get("method") != "session/update" for m in client.agent_messages[answer_index:])
+    client.assert_valid()
+
+
+async def test_concurrent_permission_requests_answered_out_of_order(
+    acp_schema: AcpSchema, tmp_path: Any
+) -> None:
+    # Two parallel calls both ask; the person answers the second one first. Each call must get
+    # its own answer, whatever the order of the responses.
+    first, second = str(tmp_path / "a.py"), str(tmp_path / "b.py")
+    config, _ = recorded(
+        [[step(("p1", "look", {"path": first}), ("p2", "look", {"path": second})), {"text": "done"}]], TOOLS
+    )
+    config.default_mode = "default"
+
+    def gate(registry: ToolRegistry) -> None:
+        async def ask(execution: ToolExecution, next_: PreNext) -> PreToolDecision:
+            return Ask("looking needs approval here")
+
+        registry.on_pre_execute(ask)
+
+    config.configure_registry = gate
+    pending: dict[str, anyio.Event] = {"p1": anyio.Event(), "p2": anyio.Event()}
+    order: list[str] = []
+
+    async def answer(method: str, params: Any) -> Any:
+        call_id = params["toolCall"]["toolCallId"]
+        if call_id == "p1":
+            with anyio.fail_after(5):
+                await pending["p2"].wait()  # answer p1 only after p2 was answered
+        order.append(call_id)
+        pending[call_id].set()
+        option = "allow_once" if call_id == "p1" else "reject_once"
+        return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    async with AcpClient.in_memory(
+        config,
+        schema=acp_schema,
+        on_agent_request=lambda m, p: answer(m, p) if m.endswith("permission") else None,
+    ) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        assert await client.prompt(sid, "look at both") == {"stopReason": "end_turn"}
+        finals = {
+            u["toolCallId"]: u["status"]
+            for u in tool_updates(client)
+            if u.get("status") in ("completed", "failed")
+        }
+    assert order == ["p2", "p1"]
+    assert finals == {"p1": "completed", "p2": "failed"}
     client.assert_valid()

@@ -717,3 +717,42 @@ async def test_execute_many_reports_each_result_when_ready() -> None:
     results = await registry.execute_many([call("slow", {}, "s"), call("fast", {}, "f")], on_result=on_result)
     assert [r.call_id for r in results] == ["s", "f"]
     assert order == ["fast done", "result f", "slow done", "result s"]
+
+
+def test_content_blocks_round_trip_json_with_acp_field_names() -> None:
+    from pydantic import TypeAdapter
+
+    from dsh_tools import (
+        Annotations,
+        AudioBlock,
+        BlobResource,
+        ContentBlock,
+        EmbeddedResourceBlock,
+        ImageBlock,
+        ResourceLinkBlock,
+        TextResource,
+    )
+
+    adapter: TypeAdapter[ContentBlock] = TypeAdapter(ContentBlock)
+    blocks = [
+        text("hi"),
+        ImageBlock(
+            data="AAAA", mime_type="image/png", annotations=Annotations(audience=("user",), priority=0.5)
+        ),
+        AudioBlock(data="AAAA", mime_type="audio/wav"),
+        ResourceLinkBlock(uri="file:///w/a.py", name="a.py", mime_type="text/x-python", size=12),
+        EmbeddedResourceBlock(resource=TextResource(uri="file:///w/a.py", text="x = 1")),
+        EmbeddedResourceBlock(resource=BlobResource(uri="file:///w/b.bin", blob="AAAA")),
+    ]
+    for block in blocks:
+        wire = block.model_dump(by_alias=True, exclude_none=True, mode="json")
+        assert "mime_type" not in str(wire)  # ACP's camelCase keys
+        assert adapter.validate_python(wire) == block
+        assert adapter.validate_json(block.model_dump_json(by_alias=True)) == block
+    assert blocks[3].model_dump(by_alias=True, exclude_none=True) == {
+        "type": "resource_link",
+        "uri": "file:///w/a.py",
+        "name": "a.py",
+        "mimeType": "text/x-python",
+        "size": 12,
+    }
