@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import anyio
 import orjson
-from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+from anyio.abc import Process
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -57,6 +57,7 @@ from ._connection import (
     RpcError,
 )
 from ._demo_script import PERMISSION_CHOICES, PROMPT, demo_script, write_workspace
+from ._tap import LineTapReceive, LineTapSend
 
 __all__ = ["demo_main"]
 
@@ -306,9 +307,9 @@ async def _launch(args: Sequence[str], view: _View) -> AsyncIterator[_Editor]:
     assert process.stdin is not None
     agent = _AgentProcess(process)
     editor = _Editor(agent, view)
-    send = _TeeSend(process.stdin, lambda raw: view.wire("->", raw))
+    send = LineTapSend(process.stdin, lambda raw: view.wire("->", raw))
     editor.connection = Connection(
-        _TeeReceive(process.stdout, lambda raw: view.wire("<-", raw)), send, editor
+        LineTapReceive(process.stdout, lambda raw: view.wire("<-", raw)), send, editor
     )
     try:
         async with anyio.create_task_group() as group:
@@ -329,45 +330,6 @@ async def _launch(args: Sequence[str], view: _View) -> AsyncIterator[_Editor]:
             process.kill()
             with anyio.CancelScope(shield=True):
                 await process.wait()
-
-
-class _TeeReceive(ByteReceiveStream):
-    """The agent's stdout, with each complete line also handed to ``on_line``."""
-
-    def __init__(self, inner: ByteReceiveStream, on_line: Callable[[bytes], None]) -> None:
-        self._inner = inner
-        self._on_line = on_line
-        self._buffer = b""
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        data = await self._inner.receive(max_bytes)
-        *lines, self._buffer = (self._buffer + data).split(b"\n")
-        for line in lines:
-            self._on_line(line)
-        return data
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _TeeSend(ByteSendStream):
-    """The agent's stdin, with each line written also handed to ``on_line``."""
-
-    def __init__(self, inner: ByteSendStream, on_line: Callable[[bytes], None]) -> None:
-        self._inner = inner
-        self._on_line = on_line
-
-    async def send(self, item: bytes) -> None:
-        for line in bytes(item).split(b"\n"):
-            if line.strip():
-                self._on_line(line)
-        await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        try:
-            await self._inner.aclose()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass  # the agent is already gone; its exit code tells why
 
 
 # -- the panel's state: what an editor keeps from the updates -----------------------------------

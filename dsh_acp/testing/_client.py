@@ -19,6 +19,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from dsh_acp._config import AgentConfig
 from dsh_acp._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
 from dsh_acp._memory import memory_pipe
+from dsh_acp._tap import LineTapReceive, LineTapSend
 
 from ._schema import AcpSchema
 
@@ -42,39 +43,6 @@ class WireLine:
     direction: Literal["client", "agent"]
     raw: bytes
     message: Any
-
-
-class _Tee(ByteReceiveStream):
-    def __init__(self, inner: ByteReceiveStream, on_line: Callable[[bytes], None]) -> None:
-        self._inner = inner
-        self._on_line = on_line
-        self._buffer = bytearray()
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        data = await self._inner.receive(max_bytes)
-        self._buffer += data
-        while (end := self._buffer.find(b"\n")) >= 0:
-            self._on_line(bytes(self._buffer[:end]))
-            del self._buffer[: end + 1]
-        return data
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _TeeSend(ByteSendStream):
-    def __init__(self, inner: ByteSendStream, on_line: Callable[[bytes], None]) -> None:
-        self._inner = inner
-        self._on_line = on_line
-
-    async def send(self, item: bytes) -> None:
-        for line in bytes(item).splitlines():
-            if line.strip():
-                self._on_line(line)
-        await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 @dataclass(eq=False)
@@ -150,8 +118,8 @@ class AcpClient:
 
     @asynccontextmanager
     async def _connected(self, receive: ByteReceiveStream, send: ByteSendStream) -> AsyncIterator[None]:
-        self._send = _TeeSend(send, self._client_line)
-        connection = Connection(_Tee(receive, self._agent_line), self._send, self)
+        self._send = LineTapSend(send, self._client_line)
+        connection = Connection(LineTapReceive(receive, self._agent_line), self._send, self)
         self._connection = connection
         async with anyio.create_task_group() as group:
             group.start_soon(connection.serve)
