@@ -107,7 +107,7 @@ class Protocol:
             system_prompt=lambda session: system_prompt(session.cwd, session.registry.schemas()),
         )
         self._io = SessionIO(notify=connection.notify, request=connection.request)
-        self._methods: dict[str, Callable[[Any], Awaitable[Any]]] = {
+        self._methods: dict[str, Callable[[Any], Awaitable[dict[str, Any] | Reply]]] = {
             "authenticate": self._authenticate,
             "session/new": self._new_session,
             "session/load": self._load_session,
@@ -236,7 +236,7 @@ class Protocol:
 
         return send
 
-    async def _new_session(self, params: Any) -> dict[str, Any]:
+    async def _new_session(self, params: Any) -> dict[str, Any] | Reply:
         parsed: NewSessionParams = _validate(NewSessionParams, params)
         self._require_key()
         session = self._make_session(self.config.session_ids(), parsed)
@@ -251,7 +251,7 @@ class Protocol:
             raise
         self.sessions[session.session_id] = session
         answer = {"sessionId": session.session_id, **self._session_answer(session)}
-        return Reply(answer, self._after_answer(session, failures))  # type: ignore[return-value]
+        return Reply(answer, self._after_answer(session, failures))
 
     async def _restore(self, parsed: LoadSessionParams) -> tuple[Session, list[dict[str, Any]], list[str]]:
         """A stored session reopened (or the one already open here), its events, and the MCP
@@ -294,19 +294,19 @@ class Protocol:
         self.sessions[session.session_id] = session
         return session, loaded.events, failures
 
-    async def _load_session(self, params: Any) -> dict[str, Any]:
+    async def _load_session(self, params: Any) -> dict[str, Any] | Reply:
         parsed: LoadSessionParams = _validate(LoadSessionParams, params)
         session, events, failures = await self._restore(parsed)
         for update in replay_updates(events, session.render):
             await session.send(update)
         answer = self._session_answer(session)
-        return Reply(answer, self._after_answer(session, failures))  # type: ignore[return-value]
+        return Reply(answer, self._after_answer(session, failures))
 
-    async def _resume_session(self, params: Any) -> dict[str, Any]:
+    async def _resume_session(self, params: Any) -> dict[str, Any] | Reply:
         parsed: ResumeSessionParams = _validate(ResumeSessionParams, params)
         session, _, failures = await self._restore(parsed)
         answer = self._session_answer(session)
-        return Reply(answer, self._after_answer(session, failures))  # type: ignore[return-value]
+        return Reply(answer, self._after_answer(session, failures))
 
     async def _list_sessions(self, params: Any) -> dict[str, Any]:
         parsed: ListSessionsParams = _validate(ListSessionsParams, params)
@@ -349,11 +349,11 @@ class Protocol:
         await session.aclose()
         return {}
 
-    async def _set_mode(self, params: Any) -> dict[str, Any]:
+    async def _set_mode(self, params: Any) -> dict[str, Any] | Reply:
         parsed: SetModeParams = _validate(SetModeParams, params)
         session = self._session(parsed.session_id)
         self._switch_mode(session, parsed.mode_id)
-        return Reply({}, self._options_changed(session))  # type: ignore[return-value]
+        return Reply({}, self._in_step(session, mode=False, options=True))
 
     def _switch_mode(self, session: Session, mode_id: str) -> None:
         if mode_id not in MODES:
@@ -370,27 +370,28 @@ class Protocol:
             await session.set_model(choice.build(), choice.id)
             session.record({"type": "config", "model_id": choice.id})
 
-    def _options_changed(self, session: Session, *, mode: bool = False) -> Callable[[], Awaitable[None]]:
-        """Keep the editor's pickers in step: the complete option list (and the mode)."""
+    def _in_step(self, session: Session, *, mode: bool, options: bool) -> Callable[[], Awaitable[None]]:
+        """Keep the editor's pickers in step after a change: the mode, the complete option list."""
 
         async def send() -> None:
             if mode:
                 await session.send(
                     {"sessionUpdate": "current_mode_update", "currentModeId": session.permissions.mode}
                 )
-            options = config_options(session, self.config.models, self.client_capabilities)
-            await session.send({"sessionUpdate": "config_option_update", "configOptions": options})
+            if options:
+                choices = config_options(session, self.config.models, self.client_capabilities)
+                await session.send({"sessionUpdate": "config_option_update", "configOptions": choices})
 
         return send
 
-    async def _set_config_option(self, params: Any) -> dict[str, Any]:
+    async def _set_config_option(self, params: Any) -> dict[str, Any] | Reply:
         parsed: SetConfigOptionParams = _validate(SetConfigOptionParams, params)
         session = self._session(parsed.session_id)
         value = parsed.value
         if parsed.config_id == "mode" and isinstance(value, str):
             self._switch_mode(session, value)
             answer = {"configOptions": config_options(session, self.config.models, self.client_capabilities)}
-            return Reply(answer, self._mode_changed(session))  # type: ignore[return-value]
+            return Reply(answer, self._in_step(session, mode=True, options=False))
         if parsed.config_id == "model" and isinstance(value, str) and self.config.models:
             await self._switch_model(session, value)
         elif (
@@ -405,14 +406,6 @@ class Protocol:
                 INVALID_PARAMS, f'Invalid params: no config option "{parsed.config_id}" takes {value!r}'
             )
         return {"configOptions": config_options(session, self.config.models, self.client_capabilities)}
-
-    def _mode_changed(self, session: Session) -> Callable[[], Awaitable[None]]:
-        async def send() -> None:
-            await session.send(
-                {"sessionUpdate": "current_mode_update", "currentModeId": session.permissions.mode}
-            )
-
-        return send
 
     # -- prompts ----------------------------------------------------------------------------
 
@@ -497,7 +490,7 @@ class Protocol:
                 await self._say(session, f"Unknown mode {argument!r}. Modes: {', '.join(MODES)}.")
                 return "end_turn"
             self._switch_mode(session, argument)
-            await self._options_changed(session, mode=True)()
+            await self._in_step(session, mode=True, options=True)()
             label, description = MODES[argument]
             await self._say(session, f"Mode: {label}. {description}")
         elif name == "model":
@@ -508,7 +501,7 @@ class Protocol:
                 )
                 return "end_turn"
             await self._switch_model(session, argument)
-            await self._options_changed(session)()
+            await self._in_step(session, mode=False, options=True)()
             await self._say(session, f"Model: {argument}.")
         elif name == "compact":
             if session.model is None:
