@@ -576,3 +576,44 @@ async def test_concurrent_permission_requests_answered_out_of_order(
     assert order == ["p2", "p1"]
     assert finals == {"p1": "completed", "p2": "failed"}
     client.assert_valid()
+
+
+async def test_cancel_while_a_person_is_asked(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    # The editor never answers the permission request; the user cancels the turn instead. The
+    # agent withdraws its request ($/cancel_request), closes the pending call as failed, and
+    # answers the prompt `cancelled`.
+    path = str(tmp_path / "a.py")
+    config, _ = recorded([[step(("d1", "patch", {"path": path, "old": "a", "new": "b"}))]], TOOLS)
+    config.default_mode = "default"
+    asked = anyio.Event()
+
+    async def never_answer(method: str, params: Any) -> Any:
+        asked.set()
+        await anyio.sleep_forever()
+
+    async with AcpClient.in_memory(
+        config,
+        schema=acp_schema,
+        on_agent_request=lambda m, p: never_answer(m, p) if m.endswith("permission") else None,
+    ) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        result: dict[str, Any] = {}
+
+        async def prompt() -> None:
+            result.update(await client.prompt(sid, "edit it"))
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:
+                group.start_soon(prompt)
+                await asked.wait()
+                await client.cancel(sid)
+        assert result == {"stopReason": "cancelled"}
+        statuses = [u.get("status") for u in tool_updates(client)]
+        assert statuses == ["pending", "failed"]
+        withdrawn = [m for m in client.agent_messages if m.get("method") == "$/cancel_request"]
+        permission_id = next(
+            m["id"] for m in client.agent_messages if m.get("method") == "session/request_permission"
+        )
+        assert [m["params"]["requestId"] for m in withdrawn] == [permission_id]
+    client.assert_valid()
