@@ -171,9 +171,19 @@ class Protocol:
         """Authentication required (-32000) while the configured API has no key: editors then
         offer the advertised auth methods."""
         source = self.config.model_source
-        problem = source.missing_key() if source is not None else None
+        if source is None:
+            return
+        problem = source.missing_key()
         if problem is not None:
             raise RpcError(AUTH_REQUIRED, problem)
+        if self.store is not None:  # the key may have been stored since start-up: never log it
+            from ._settings import SettingsError
+
+            try:
+                settings = source.settings()
+            except SettingsError:
+                return
+            self.store.redact.add(settings.api_key if settings else None)
 
     def _session_answer(self, session: Session) -> dict[str, Any]:
         return {

@@ -56,13 +56,22 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = (), environ: dict[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
-        values = {s for s in secrets if s and len(s) >= 6}
-        values |= {value for name, value in env.items() if _SECRET_NAME.search(name) and len(value) >= 8}
-        self._pattern = (
-            re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
-            if values
-            else None
-        )
+        self._values = {s for s in secrets if s and len(s) >= 6}
+        self._values |= {
+            value for name, value in env.items() if _SECRET_NAME.search(name) and len(value) >= 8
+        }
+        self._pattern: re.Pattern[str] | None = None
+        self._compile()
+
+    def _compile(self) -> None:
+        ordered = sorted(self._values, key=len, reverse=True)  # the longest secret wins an overlap
+        self._pattern = re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
+
+    def add(self, secret: str | None) -> None:
+        """Also redact ``secret`` from now on (a key stored by ``dsh-acp login`` after start-up)."""
+        if secret and len(secret) >= 6 and secret not in self._values:
+            self._values.add(secret)
+            self._compile()
 
     def __call__(self, value: Any) -> Any:
         if self._pattern is None:

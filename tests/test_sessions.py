@@ -311,3 +311,15 @@ def test_tool_result_view_round_trips(tmp_path: Path) -> None:
 
     assert TerminalResultView.model_validate(view_json(view)) == view
     assert ToolResult(content=()).meta is None
+
+
+def test_a_secret_learned_later_is_redacted_too(tmp_path: Path) -> None:
+    redact = Redactor(environ={})
+    store = SessionStore(tmp_path, clock=lambda: "T", redact=redact)
+    log = store.create("s1", "/w", [])
+    redact.add("sk-stored-by-login-123")
+    log.append({"type": "user", "content": [{"type": "text", "text": "cat config: sk-stored-by-login-123"}]})
+    log.close()
+    raw = (tmp_path / "sessions" / "s1.jsonl").read_text()
+    assert "sk-stored" not in raw
+    assert "[REDACTED]" in raw
