@@ -1,10 +1,19 @@
 """End to end with the official ACP client: the TypeScript SDK (``@agentclientprotocol/sdk``, pinned in
 ``tests/client/package.json``) plays Zed against the real ``dsh-acp`` over stdio.
 
-``tests/client/drive.mjs`` initializes with Zed's capabilities, opens a session in a seeded temp
-workspace and sends one prompt whose scripted model runs ``bash`` (output on stdout and stderr, exit
-3), reads ``src/app.py``, writes ``src/util.py`` and edits ``src/app.py``. It allows every permission
-request once and serves ``fs/*`` from the real files, then prints everything it saw.
+``tests/client/drive.mjs`` runs one of two scenarios and prints everything it saw.
+
+The ``tools`` run initializes with Zed's capabilities, opens a session in a seeded temp workspace
+and sends one prompt whose scripted model (``tests/client/model.json``) runs ``bash`` (output on
+stdout and stderr, exit 3), reads ``src/app.py``, writes ``src/util.py`` and edits ``src/app.py``.
+It allows every permission request once and serves ``fs/*`` from the real files.
+
+The ``editor`` run is everything else an editor draws (issue 9), in one session: Zed's capabilities
+plus boolean config options; the model and mode pickers of ``session/new``; the ``/`` menu; a prompt
+whose script (``tests/client/editor.json``) writes its todo list twice and reports usage (the live
+plan, the context meter, then the session title); the mode changed from the config-option picker
+and from the mode picker; ``/tools``, ``/mode bypass`` and ``/compact`` typed as prompts; and the
+history list (``session/list``).
 
 The SDK parses leniently: unknown keys are dropped, a field with an invalid value falls back to its
 default (``status: "running"`` simply vanishes), an invalid content block is skipped, and a message it
@@ -21,6 +30,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +102,63 @@ class Run:
         """(transcript index, message) of every line one side wrote, in wire order."""
         return [(i, t["message"]) for i, t in enumerate(self.doc["transcript"]) if t["dir"] == direction]
 
+    def delivered(self) -> list[tuple[int, dict[str, Any]]]:
+        """(transcript index of its line, ``update`` as the SDK delivered it) of every session update.
+
+        The SDK hands notifications over in wire order (the tests check that they are the raw ones),
+        so the n-th delivered update is the n-th on the wire: this places what the editor got.
+        """
+        lines = [i for i, m in self.wire("agent") if m.get("method") == "session/update"]
+        updates = self.updates()
+        assert len(lines) == len(updates), "the SDK delivered a different number of updates"
+        return list(zip(lines, updates, strict=True))
+
+    def exchanges(self) -> list[Exchange]:
+        """Each request the editor made, with where it and its answer sit on the wire and the result
+        the SDK returned to the app."""
+        requests = [(i, m) for i, m in self.wire("client") if "method" in m and "id" in m]
+        assert [m["method"] for _, m in requests] == [c["method"] for c in self.doc["calls"]]
+        exchanges = []
+        for (asked, request), sdk_call in zip(requests, self.doc["calls"], strict=True):
+            assert request["params"] == sdk_call["params"]
+            answers = [
+                (i, m) for i, m in self.wire("agent") if m.get("id") == request["id"] and "method" not in m
+            ]
+            assert len(answers) == 1, (
+                f"{request['method']} (id {request['id']}) answered {len(answers)} times"
+            )
+            answered, answer = answers[0]
+            exchanges.append(
+                Exchange(request["method"], request["params"], asked, answered, answer, sdk_call["result"])
+            )
+        return exchanges
+
+    def during(self, exchange: Exchange) -> list[dict[str, Any]]:
+        """The updates the editor got between sending a request and getting its answer."""
+        return [u for i, u in self.delivered() if exchange.asked < i < exchange.answered]
+
+    def next_update(self, exchange: Exchange) -> dict[str, Any]:
+        """The first update after an answer; it must be the very next line the agent wrote."""
+        following = [(i, m) for i, m in self.wire("agent") if i > exchange.answered]
+        assert following, f"nothing followed the answer to {exchange.method}"
+        line = following[0][0]
+        updates = [u for i, u in self.delivered() if i == line]
+        assert updates, f"the line after the answer to {exchange.method} is no update: {following[0][1]}"
+        return updates[0]
+
+
+@dataclass
+class Exchange:
+    """One editor request: its method and params, the wire indexes of the request and of its
+    answer, the raw answer and the result the SDK returned to the app."""
+
+    method: str
+    params: dict[str, Any]
+    asked: int
+    answered: int
+    answer: dict[str, Any]
+    result: Any
+
 
 def _need(tool: str) -> str:
     path = shutil.which(tool)
@@ -122,8 +189,7 @@ def _install_sdk(npm: str) -> None:
     assert result.returncode == 0, f"npm ci failed in {CLIENT_DIR}:\n{result.stdout}\n{result.stderr}"
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def _drive(tmp_path_factory: pytest.TempPathFactory, scenario: str, script: str) -> Run:
     node = _need("node")
     _install_sdk(_need("npm"))
     # Paths on the wire are compared with the workspace's: resolve it as the agent will see it.
@@ -142,7 +208,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
             "--state-dir",
             str(tmp_path_factory.mktemp("state")),
             "--script",
-            str(CLIENT_DIR / "model.json"),
+            str(CLIENT_DIR / script),
+            "--scenario",
+            scenario,
             "--timeout-ms",
             "20000",
         ],
@@ -155,6 +223,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     )
     assert result.returncode == 0, f"the driver failed:\n{result.stdout[-8000:]}\n{result.stderr[-4000:]}"
     return Run(json.loads(result.stdout), workspace)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _drive(tmp_path_factory, "tools", "model.json")
 
 
 def test_the_sdk_accepted_every_message_as_sent(run: Run) -> None:
@@ -324,3 +397,237 @@ def test_the_turn_closes_every_call_and_ends(run: Run) -> None:
     assert "".join(texts) == "Running the tests first.Fixed the greeting and added a helper."
     # Closing stdin ends the agent, cleanly.
     assert run.doc["agentExit"] == {"code": 0, "signal": None}
+
+
+# -- the editor experience (issue 9) ------------------------------------------------------------
+
+MODEL_ID = "script:model.json"  # drive.mjs hands the agent its script as <state dir>/model.json
+MODE_IDS = ["default", "accept_edits", "plan", "bypass"]
+COMMANDS = ["compact", "mode", "model", "tools"]
+REFERENCE_TOOLS = [
+    "bash",
+    "bash_output",
+    "bash_kill",
+    "read",
+    "write",
+    "edit",
+    "glob",
+    "grep",
+    "ls",
+    "todo_write",
+]
+FIRST_PROMPT = "Plan the greeting fix"
+# The two todo lists tests/client/editor.json writes, as the plan the editor must show each time:
+# complete, in order, with the default priority filled in.
+PLANS = [
+    [
+        {"content": "Find the greeting", "priority": "high", "status": "in_progress"},
+        {"content": "Fix the punctuation", "priority": "medium", "status": "pending"},
+        {"content": "Run the tests", "priority": "low", "status": "pending"},
+    ],
+    [
+        {"content": "Find the greeting", "priority": "high", "status": "completed"},
+        {"content": "Fix the punctuation", "priority": "medium", "status": "in_progress"},
+        {"content": "Run the tests", "priority": "low", "status": "pending"},
+    ],
+]
+# Input plus output tokens of the two model requests that report usage, of a 200k window.
+USAGE = [{"used": 12_300, "size": 200_000}, {"used": 13_050, "size": 200_000}]
+SUMMARY = "We planned the greeting fix: found it in src/app.py; the punctuation fix is next."
+
+
+@pytest.fixture(scope="module")
+def editor(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _drive(tmp_path_factory, "editor", "editor.json")
+
+
+def _options(config_options: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Config options by id, after checking the list is complete: an editor replaces all its pickers
+    with each list it gets, so one that is missing an option would remove that picker."""
+    assert [option["id"] for option in config_options] == ["model", "mode", "show_reasoning"]
+    return {option["id"]: option for option in config_options}
+
+
+def _current(config_options: list[dict[str, Any]]) -> dict[str, Any]:
+    return {option_id: option["currentValue"] for option_id, option in _options(config_options).items()}
+
+
+def _messages(updates: list[dict[str, Any]]) -> list[str]:
+    return [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+
+
+def test_editor_sdk_accepted_every_message_as_sent(editor: Run) -> None:
+    # As for the tools run: what the editor's handlers got is exactly what the agent wrote. Here the
+    # answers matter too (the pickers are drawn from them), and the SDK returns them unvalidated (a
+    # few, such as set_mode's, mapped to `{}`), so each must be a result and equal the raw one.
+    assert editor.doc["sdkErrors"] == []
+    agent_messages = [message for _, message in editor.wire("agent")]
+    assert all("unparsable" not in message for message in agent_messages)
+    raw_updates = [m["params"] for m in agent_messages if m.get("method") == "session/update"]
+    assert raw_updates == [event["params"] for event in editor.events("session_update")]
+    for exchange in editor.exchanges():
+        assert "error" not in exchange.answer, (exchange.method, exchange.answer)
+        assert exchange.result == exchange.answer["result"], exchange.method
+    # Nothing in this session needs the editor's help: todo_write is read-only, commands ask nothing.
+    assert [m for m in agent_messages if "method" in m and "id" in m] == []
+    # Every kind of update this session is about reached the editor (each is checked below).
+    assert {p["update"]["sessionUpdate"] for p in raw_updates} >= {
+        "available_commands_update",
+        "plan",
+        "usage_update",
+        "session_info_update",
+        "current_mode_update",
+        "config_option_update",
+        "agent_message_chunk",
+    }
+    assert {p["sessionId"] for p in raw_updates} == {editor.session_id}
+    assert editor.doc["agentExit"] == {"code": 0, "signal": None}
+
+
+def test_new_session_offers_the_model_mode_and_boolean_pickers(editor: Run) -> None:
+    initialize, new, *_ = editor.exchanges()
+    # The boolean option is offered only to a client that advertises it: this one does, with Zed's
+    # own capabilities beside it.
+    sent = initialize.params["clientCapabilities"]
+    assert sent["session"] == {"configOptions": {"boolean": {}}}
+    assert sent["fs"] == {"readTextFile": True, "writeTextFile": True}
+    assert sent["terminal"] is True
+
+    answer = new.result
+    options = _options(answer["configOptions"])
+    model = options["model"]
+    assert (model["category"], model["type"], model["currentValue"]) == ("model", "select", MODEL_ID)
+    assert [choice["value"] for choice in model["options"]] == [MODEL_ID]
+    assert all(choice["name"] for choice in model["options"])
+
+    # The mode select is the session modes seen as a picker: same ids, names and current value.
+    mode = options["mode"]
+    assert (mode["category"], mode["type"]) == ("mode", "select")
+    modes = answer["modes"]
+    assert modes["currentModeId"] == "default"
+    assert mode["currentValue"] == modes["currentModeId"]
+    assert [m["id"] for m in modes["availableModes"]] == MODE_IDS
+    assert [(c["value"], c["name"]) for c in mode["options"]] == [
+        (m["id"], m["name"]) for m in modes["availableModes"]
+    ]
+
+    reasoning = options["show_reasoning"]
+    assert reasoning["type"] == "boolean"
+    assert reasoning["currentValue"] is True
+    assert reasoning["name"]
+
+
+def test_the_slash_menu_arrives_after_the_session_answer(editor: Run) -> None:
+    _, new, *_ = editor.exchanges()
+    commands = [u for u in editor.updates() if u["sessionUpdate"] == "available_commands_update"]
+    assert len(commands) == 1
+    # An editor drops updates for a session it does not know yet: the menu comes right after the
+    # answer, and nothing comes before it.
+    assert editor.next_update(new) == commands[0]
+    assert [i for i, _ in editor.delivered() if i < new.answered] == []
+    listed = commands[0]["availableCommands"]
+    assert [command["name"] for command in listed] == COMMANDS
+    assert all(command["description"] for command in listed)
+    # The commands that take an argument say so, so the editor can hint at it after the name.
+    hinted = {command["name"] for command in listed if command.get("input", {}).get("hint")}
+    assert hinted == {"mode", "model"}
+
+
+def test_todo_write_is_a_live_plan_with_usage_and_then_a_title(editor: Run) -> None:
+    _, _, first_prompt, *_ = editor.exchanges()
+    assert first_prompt.result == {"stopReason": "end_turn"}
+    turn = editor.during(first_prompt)
+    kinds = [u["sessionUpdate"] for u in turn]
+    # Each todo_write replaces the plan with the complete list; neither is drawn as a tool card.
+    assert [u["entries"] for u in turn if u["sessionUpdate"] == "plan"] == PLANS
+    assert [u for u in editor.updates() if u["sessionUpdate"] in ("tool_call", "tool_call_update")] == []
+    # The context meter moves after each model request that reports usage, with used and size.
+    usage = [u for u in turn if u["sessionUpdate"] == "usage_update"]
+    assert [{k: v for k, v in u.items() if k != "sessionUpdate"} for u in usage] == USAGE
+    # The meter follows each request as it ends (the first one's before its tool ran), not a total
+    # at the end of the turn.
+    assert kinds.index("usage_update") < kinds.index("plan")
+    assert _messages(turn) == ["Planning first.", "The greeting is in src/app.py; fixing it next."]
+    # The title comes once the turn's work is shown, before its answer, from the first prompt.
+    assert kinds[-1] == "session_info_update"
+    title = turn[-1]
+    assert title["title"] == FIRST_PROMPT
+    stamp = datetime.fromisoformat(title["updatedAt"])
+    assert stamp.tzinfo is not None
+
+
+def test_the_title_is_set_once_and_listed_in_the_history(editor: Run) -> None:
+    *_, listing = editor.exchanges()
+    titles = [u for u in editor.updates() if u["sessionUpdate"] == "session_info_update"]
+    assert [u["title"] for u in titles] == [FIRST_PROMPT]  # commands and later turns keep it
+    assert listing.method == "session/list"
+    (listed,) = listing.result["sessions"]
+    assert listed["sessionId"] == editor.session_id
+    assert listed["title"] == FIRST_PROMPT
+    assert listed["cwd"] == str(editor.workspace)
+
+
+def test_the_mode_changes_from_the_config_option_picker(editor: Run) -> None:
+    _, new, _, pick, *_ = editor.exchanges()
+    assert pick.method == "session/set_config_option"
+    # The answer is the complete option list (the editor redraws every picker from it), with only
+    # the mode changed.
+    options = pick.result["configOptions"]
+    assert _current(options) == {"model": MODEL_ID, "mode": "accept_edits", "show_reasoning": True}
+    unchanged = _options(new.result["configOptions"])
+    for option_id, option in _options(options).items():
+        assert {**option, "currentValue": None} == {**unchanged[option_id], "currentValue": None}
+    # Editors that draw the older session-modes selector learn of the change at once.
+    assert editor.next_update(pick) == {
+        "sessionUpdate": "current_mode_update",
+        "currentModeId": "accept_edits",
+    }
+    assert editor.during(pick) == []
+
+
+def test_the_mode_picker_keeps_the_config_options_in_step(editor: Run) -> None:
+    _, _, _, _, set_mode, *_ = editor.exchanges()
+    assert set_mode.method == "session/set_mode"
+    assert set_mode.result == {}
+    update = editor.next_update(set_mode)
+    assert update["sessionUpdate"] == "config_option_update"
+    assert _current(update["configOptions"]) == {"model": MODEL_ID, "mode": "plan", "show_reasoning": True}
+    assert editor.during(set_mode) == []
+
+
+def test_slash_tools_lists_every_tool(editor: Run) -> None:
+    tools = editor.exchanges()[5]
+    assert tools.params["prompt"] == [{"type": "text", "text": "/tools"}]
+    assert tools.result == {"stopReason": "end_turn"}
+    turn = editor.during(tools)
+    # One message and nothing else: the script's turn for it is empty, so had the prompt gone to
+    # the model, the agent would have failed the request.
+    assert [u["sessionUpdate"] for u in turn] == ["agent_message_chunk"]
+    (text,) = _messages(turn)
+    lines = text.splitlines()
+    assert lines[0] == "Tools:"
+    listed = [line.split("`")[1] for line in lines[1:]]
+    assert listed == REFERENCE_TOOLS
+    assert all(line.split("`: ", 1)[1].strip() for line in lines[1:])  # each says what it does
+
+
+def test_slash_mode_switches_both_pickers_and_says_so(editor: Run) -> None:
+    mode = editor.exchanges()[6]
+    assert mode.params["prompt"] == [{"type": "text", "text": "/mode bypass"}]
+    assert mode.result == {"stopReason": "end_turn"}
+    switched, options, said = editor.during(mode)
+    assert switched == {"sessionUpdate": "current_mode_update", "currentModeId": "bypass"}
+    assert options["sessionUpdate"] == "config_option_update"
+    assert _current(options["configOptions"]) == {"model": MODEL_ID, "mode": "bypass", "show_reasoning": True}
+    assert said["sessionUpdate"] == "agent_message_chunk"
+    assert said["content"]["text"].startswith("Mode: Bypass permissions.")
+
+
+def test_slash_compact_shows_the_summary(editor: Run) -> None:
+    compact = editor.exchanges()[7]
+    assert compact.params["prompt"] == [{"type": "text", "text": "/compact"}]
+    assert compact.result == {"stopReason": "end_turn"}
+    turn = editor.during(compact)
+    # The script's turn for /compact is the summary the model writes: the user reads it as it comes.
+    assert [u["sessionUpdate"] for u in turn] == ["agent_message_chunk"]
+    assert _messages(turn) == [SUMMARY]

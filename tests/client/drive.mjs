@@ -2,7 +2,13 @@
 // and prints one JSON document with everything the SDK handed to the client app, plus the raw
 // transcript of both directions. tests/test_official_client.py asserts on that document.
 //
-//   node drive.mjs --python PY --workspace DIR --state-dir DIR --script MODEL.json [--timeout-ms N]
+//   node drive.mjs --python PY --workspace DIR --state-dir DIR --script MODEL.json
+//                  [--scenario tools|editor] [--timeout-ms N]
+//
+// Scenario `tools` (the default) sends one prompt whose script runs the reference tools (cards,
+// terminal, permissions, fs/*). Scenario `editor` is what an editor draws besides tool cards: the
+// model and mode pickers (configOptions) changed from both pickers, the `/` menu and its commands,
+// the live plan, the session title (also in session/list) and the context usage meter.
 //
 // The SDK parses leniently (unknown keys are stripped, an invalid field value falls back to its
 // default, an invalid content block is skipped, an unparsable message is only logged), so this
@@ -23,6 +29,7 @@ const { values: args } = parseArgs({
     workspace: { type: "string" },
     "state-dir": { type: "string" },
     script: { type: "string" },
+    scenario: { type: "string", default: "tools" },
     "timeout-ms": { type: "string", default: "15000" },
   },
 });
@@ -31,6 +38,10 @@ for (const name of ["python", "workspace", "state-dir", "script"]) {
     console.error(`drive.mjs: --${name} is required`);
     process.exit(2);
   }
+}
+if (!["tools", "editor"].includes(args.scenario)) {
+  console.error(`drive.mjs: unknown --scenario ${args.scenario}`);
+  process.exit(2);
 }
 const workspace = path.resolve(args.workspace);
 const stateDir = path.resolve(args["state-dir"]);
@@ -156,11 +167,12 @@ const app = acp
     return {};
   });
 
-const clientCapabilities = {
+const zedCapabilities = {
   fs: { readTextFile: true, writeTextFile: true },
   terminal: true,
   _meta: { terminal_output: true },
 };
+const zed = { name: "zed", title: "Zed", version: "0.200.0" };
 
 let timer;
 const timeout = new Promise((_, reject) => {
@@ -170,25 +182,62 @@ const timeout = new Promise((_, reject) => {
   );
 });
 
-const output = { events, transcript, sdkErrors };
+// Every request the editor made and the result the SDK handed back. The SDK passes answers through
+// unvalidated (some, such as set_mode's, it maps to `{}`): the test compares each result with the
+// raw answer on the wire.
+const calls = [];
+const output = { scenario: args.scenario, events, transcript, calls, sdkErrors };
+const call = async (agent, method, params) => {
+  const result = await agent.request(method, params);
+  calls.push({ method, params, result });
+  return result;
+};
+
+const scenarios = {
+  async tools(agent) {
+    output.initialize = await call(agent, acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: zedCapabilities,
+      clientInfo: zed,
+    });
+    output.newSession = await call(agent, acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    output.prompt = await call(agent, acp.methods.agent.session.prompt, {
+      sessionId: output.newSession.sessionId,
+      prompt: [{ type: "text", text: "Run the tests, then fix the greeting." }],
+    });
+  },
+
+  // One session, in the order a user would produce it: a prompt that plans (plan updates, usage,
+  // then the title), both pickers, then each kind of slash command typed into the prompt box, and
+  // the history list. Each step waits for its answer, as an editor's UI does.
+  async editor(agent) {
+    output.initialize = await call(agent, acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      // Zed's capabilities plus boolean config options, which the agent offers only when advertised.
+      clientCapabilities: { ...zedCapabilities, session: { configOptions: { boolean: {} } } },
+      clientInfo: zed,
+    });
+    output.newSession = await call(agent, acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const sessionId = output.newSession.sessionId;
+    const prompt = (text) =>
+      call(agent, acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
+    await prompt("Plan the greeting fix");
+    await call(agent, acp.methods.agent.session.setConfigOption, {
+      sessionId,
+      configId: "mode",
+      value: "accept_edits",
+    });
+    await call(agent, acp.methods.agent.session.setMode, { sessionId, modeId: "plan" });
+    await prompt("/tools");
+    await prompt("/mode bypass");
+    await prompt("/compact");
+    await call(agent, acp.methods.agent.session.list, { cwd: workspace });
+  },
+};
 try {
   await Promise.race([
     timeout,
-    app.connectWith(acp.ndJsonStream(agentIn, agentOut), async (agent) => {
-      output.initialize = await agent.request(acp.methods.agent.initialize, {
-        protocolVersion: acp.PROTOCOL_VERSION,
-        clientCapabilities,
-        clientInfo: { name: "zed", title: "Zed", version: "0.200.0" },
-      });
-      output.newSession = await agent.request(acp.methods.agent.session.new, {
-        cwd: workspace,
-        mcpServers: [],
-      });
-      output.prompt = await agent.request(acp.methods.agent.session.prompt, {
-        sessionId: output.newSession.sessionId,
-        prompt: [{ type: "text", text: "Run the tests, then fix the greeting." }],
-      });
-    }),
+    app.connectWith(acp.ndJsonStream(agentIn, agentOut), (agent) => scenarios[args.scenario](agent)),
   ]);
   // The editor ends the agent by closing its stdin; the agent must then exit on its own.
   child.stdin.end();
