@@ -64,7 +64,6 @@ def config_options(
                 "id": REASONING_OPTION,
                 "name": "Show reasoning",
                 "description": "Stream the model's reasoning as thoughts",
-                "category": "thought_level",
                 "type": "boolean",
                 "currentValue": session.show_reasoning,
             }

@@ -138,6 +138,7 @@ class TurnRunner:
         self._step: list[_Call] = []
         self._group: TaskGroup | None = None
         self.last_text_id: str | None = None
+        self.last_usage: Usage | None = None
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -155,6 +156,11 @@ class TurnRunner:
         the user as an agent message and is returned. The conversation itself is left alone."""
         instruction = UserMessage((TextBlock(text=COMPACT_INSTRUCTION),))
         message, _ = await self._model_step(extra=(instruction,), with_tools=False, keep=False)
+        usage = self.last_usage
+        if usage is not None and usage.context_window:
+            # The request's own usage measured the long conversation being summarized; what is
+            # left in context now is about the summary itself.
+            await self._usage(Usage(0, usage.output_tokens, usage.context_window))
         return message.text
 
     async def _model_step(
@@ -201,7 +207,9 @@ class TurnRunner:
                 elif type(event) is ToolCallRequest:
                     calls.append(event)
                 elif type(event) is Usage:
-                    await self._usage(event)
+                    self.last_usage = event
+                    if keep:
+                        await self._usage(event)
                 elif type(event) is Finish:
                     finish = event.reason
         finally:
