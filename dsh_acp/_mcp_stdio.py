@@ -9,6 +9,12 @@ The server leads a session of its own, so its group can be signalled at once and
 aimed at the agent's group spares it; its stdin, stdout and stderr are pipes of ours, never the
 agent's stdin/stdout. Stopping follows MCP's lifecycle: close its stdin, wait, SIGTERM the group,
 wait, SIGKILL; then SIGKILL whatever is left of the group.
+
+That stop needs a living agent. A SIGKILLed one runs no cleanup, and a server that ignores the end of
+its stdin (or a helper it started) would be orphaned; so the group gets the bash tool's guards
+(``reference_tools.processes``): a parent-death signal for the leader, and the agent's reaper
+process, which SIGKILLs the whole group when the agent dies. Hence ``subprocess.Popen`` rather than
+``anyio.open_process``: only Popen takes the ``preexec_fn`` the parent-death signal needs.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -23,9 +30,11 @@ from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
 import anyio
-from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._stdio import FdReceiveStream, FdSendStream
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -54,23 +63,103 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass  # nobody left in the group (or the id was reused by a stranger we may not touch)
 
 
-async def _exited(process: Process, seconds: float) -> bool:
+class _ServerProcess:
+    """The spawned server: its ``Popen`` and our ends of its pipes, as non-blocking streams."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], stdin: int, stdout: int, stderr: int) -> None:
+        self.popen = popen
+        self.pid = popen.pid  # a session leader's: also its process group id
+        self.stdin = FdSendStream(stdin, close_fd=True)
+        self.stdout = FdReceiveStream(stdout, close_fd=True)
+        self.stderr = FdReceiveStream(stderr, close_fd=True)
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the server has exited (negative: killed by that signal)."""
+        return self.popen.poll()  # reaps it: the leader must not linger as a zombie
+
+    async def aclose(self) -> None:
+        """Close our ends of the pipes, then wait for the exit (bound it: this does not)."""
+        with anyio.CancelScope(shield=True):  # a deadline between two closes must not leak the third
+            for stream in (self.stdin, self.stdout, self.stderr):
+                await stream.aclose()  # wakes a reader still waiting on it (ClosedResourceError)
+        await _exit_of(self)
+
+
+def _spawn(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str]) -> _ServerProcess:
+    """Start ``argv`` leading a new session, under both guards (``OSError`` if either fails)."""
+    # Lazily: the reaper starts with the first server, and a session without one pays nothing.
+    from reference_tools.processes import parent_death_preexec, register_group
+
+    # Bound in the parent, in this (the event loop's, long-lived) thread: Linux sends the
+    # parent-death signal when the spawning thread ends.
+    preexec = parent_death_preexec()
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    ours = (in_w, out_r, err_r)
+    try:
+        popen = subprocess.Popen(
+            argv,
+            stdin=in_r,
+            stdout=out_w,
+            stderr=err_w,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    try:
+        register_group(popen.pid)
+    except BaseException:
+        # No reaper, no guarantee that the server's tree dies with the agent: do not run it.
+        _signal_group(popen.pid, signal.SIGKILL)
+        with suppress(subprocess.TimeoutExpired):
+            popen.wait(_KILL_WAIT_S)
+        for fd in ours:
+            os.close(fd)
+        raise
+    return _ServerProcess(popen, in_w, out_r, err_r)
+
+
+async def _exited(process: _ServerProcess, seconds: float) -> bool:
     """Whether the process exits within ``seconds``."""
     with anyio.move_on_after(seconds):
         await _exit_of(process)
     return process.returncode is not None
 
 
-async def _exit_of(process: Process) -> None:
+async def _exit_of(process: _ServerProcess) -> None:
     """Until the process has exited.
 
-    Polls ``returncode`` rather than awaiting ``wait()``: on asyncio that also waits for the
-    pipes to close, which a descendant holding them would delay indefinitely.
+    Polls rather than waiting for the pipes to close, which a descendant holding them would
+    delay indefinitely.
     """
     delay = 0.002
     while process.returncode is None:
         await anyio.sleep(delay)
         delay = min(delay * 2, 0.05)
+
+
+async def _group_gone(pgid: int, seconds: float) -> bool:
+    """Whether every process of group ``pgid`` is gone within ``seconds``."""
+    from reference_tools.processes import group_alive
+
+    # No event tells when a whole group is gone: poll, briefly at first.
+    delay = 0.002
+    with anyio.move_on_after(seconds):
+        while group_alive(pgid):
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return True
+    return False
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -107,7 +196,7 @@ class StdioServerProcess:
         self.stderr_tail: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         self._on_end = on_end
         self._ended = False
-        self._process: Process | None = None
+        self._process: _ServerProcess | None = None
         self._stderr_done = anyio.Event()
 
     @asynccontextmanager
@@ -128,16 +217,11 @@ class StdioServerProcess:
             to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
             for stream in (to_session, from_server, to_server, from_session):
                 stack.callback(stream.close)
-            process = await anyio.open_process(
-                [self.command, *self.args], cwd=self.cwd, env=self.env, start_new_session=True
-            )
+            process = _spawn([self.command, *self.args], cwd=self.cwd, env=self.env)
             # No await between the spawn and this: a cancellation there would leak the process.
             stack.push_async_callback(self._stop, process)
             self._process = process
             self.pid = process.pid
-            assert process.stdin is not None
-            assert process.stdout is not None
-            assert process.stderr is not None
             tasks.start_soon(self._read_stdout, process.stdout, to_session)
             tasks.start_soon(self._write_stdin, process.stdin, from_session, to_session)
             tasks.start_soon(self._read_stderr, process.stderr)
@@ -187,7 +271,13 @@ class StdioServerProcess:
                     # Framing is lost: there is no telling where the next message starts.
                     reason = f"it wrote a line longer than {_MAX_MESSAGE_BYTES} bytes"
                     break
-                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError, OSError):
+                except (
+                    anyio.EndOfStream,
+                    anyio.IncompleteRead,
+                    anyio.ClosedResourceError,
+                    anyio.BrokenResourceError,
+                    OSError,
+                ):
                     break
                 if not delivering or not line.strip():
                     continue
@@ -253,11 +343,10 @@ class StdioServerProcess:
 
     # -- stopping --------------------------------------------------------------------------------
 
-    async def _stop(self, process: Process) -> None:
+    async def _stop(self, process: _ServerProcess) -> None:
         # Shielded: a cancelled owner must still not leave the process behind; every wait is bounded.
         with anyio.CancelScope(shield=True):
             try:
-                assert process.stdin is not None
                 with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await process.stdin.aclose()
                 if not await _exited(process, EXIT_GRACE_S):
@@ -268,6 +357,13 @@ class StdioServerProcess:
                             _log.warning('MCP server "%s" (pid %d) survived SIGKILL', self.name, process.pid)
                 # Helpers the server started in its group do not outlive it.
                 _signal_group(process.pid, signal.SIGKILL)
+                if await _group_gone(process.pid, _KILL_WAIT_S):
+                    from reference_tools.processes import unregister_group
+
+                    # Only now: its id may be reused, and the reaper must not kill a stranger.
+                    unregister_group(process.pid)
+                else:  # stays registered: the reaper tries again when the agent ends
+                    _log.warning('MCP server "%s" left processes that survived SIGKILL', self.name)
             finally:
                 self.returncode = process.returncode
                 with anyio.move_on_after(_KILL_WAIT_S):

@@ -10,6 +10,9 @@ signalled at once; it reads stdin from /dev/null and writes to pipes of its own,
   agent writes each group it starts (and stops) to. When the agent dies the kernel closes the pipe,
   the reaper reads EOF and SIGKILLs every group still registered, reaching the grandchildren a
   parent-death signal cannot.
+
+Both guards are offered to other code that starts process groups (the agent's MCP servers) by the
+public ``reference_tools.processes``, so there is one reaper per agent, whoever spawns.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class _Reaper:
             # Lines are far below PIPE_BUF: each write is atomic, the reaper never sees half a line.
             os.write(self._proc.stdin.fileno(), line)
         except OSError:
-            _log.warning("the bash reaper went away; starting a new one", exc_info=True)
+            _log.warning("the process reaper went away; starting a new one", exc_info=True)
             self._start()
 
     def _start(self) -> None:
@@ -140,6 +143,12 @@ def _load_prctl() -> Callable[..., int] | None:
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]  # type: ignore[attr-defined]
     prctl.restype = ctypes.c_int  # type: ignore[attr-defined]
     return prctl
+
+
+def _parent_death_preexec() -> Callable[[], None] | None:
+    """A ``preexec_fn`` giving the child ``PR_SET_PDEATHSIG(SIGKILL)``; ``None`` off Linux."""
+    prctl = _load_prctl()
+    return None if prctl is None else functools.partial(_die_with_parent, prctl, os.getpid())
 
 
 def _die_with_parent(prctl: Callable[..., int], parent: int) -> None:
@@ -199,7 +208,7 @@ class ProcessGroup:
         Call it from a long-lived thread (the event loop's): Linux sends the parent-death signal
         when the spawning *thread* ends, so a worker thread would kill the command early.
         """
-        prctl = _load_prctl()
+        preexec = _parent_death_preexec()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
@@ -211,7 +220,7 @@ class ProcessGroup:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
-                preexec_fn=None if prctl is None else functools.partial(_die_with_parent, prctl, os.getpid()),
+                preexec_fn=preexec,
             )
         except BaseException:
             os.close(out_r)
