@@ -9,6 +9,14 @@ extrapolated linearly to 100 MB, as that is how it grows on this input: one chan
 The baseline "reading and writing the file once" is the least a text edit can do: read the
 bytes, decode UTF-8, encode, write a temporary file and rename it over the original.
 
+The edit is timed with the file rewritten (same text, new inode and times) before every edit,
+so the stale check cannot trust the file's stat and compares the text: the slow path, and the
+one the target is for. The edit keeps the line's length, as it did from the start; it is timed
+again with a longer line, where only the new text's head can reuse the old text's chunk hashes.
+Then it is timed right after a ``read`` of a file last changed more than ``RACY_NS`` ago (the
+clock is moved forward rather than waiting), where the stat proves the file unchanged and the
+check hashes nothing: the common read-then-edit case.
+
 Run: python bench/bench_edit.py [--big-mb 100]
 """
 
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import os
 import statistics
 import sys
@@ -31,8 +40,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _stats import median_us, report
 
 from dsh_tools import Services, ToolExecution, ToolRegistry
-from reference_tools import _hunks
-from reference_tools.fs import register_fs_tools
+from reference_tools import _hunks, filesystem
+from reference_tools.filesystem import LocalFileSystem
+from reference_tools.fs import _text_print, register_fs_tools
 
 LINE = "    result = compute_total(alpha, beta, gamma)  # a typical line of code: {:08d}\n"
 
@@ -73,36 +83,52 @@ def baseline_once(path: Path) -> None:
     os.replace(temp, path)
 
 
-def edit_vs_baseline(path: Path, old: str, new: str, repeats: int) -> tuple[float, float]:
+def edit_vs_baseline(
+    path: Path, old: str, new: str, repeats: int, *, read_first: bool = False
+) -> tuple[float, float]:
     """Median ms of (reading + writing once, the edit call), measured alternately so that the
-    machine's drift (page cache, writeback) affects both alike."""
+    machine's drift (page cache, writeback) affects both alike. The edits go back and forth an
+    even number of times, so the file ends as it began. With ``read_first``, the session
+    reads the file (untimed) after the baseline rewrote it, with the clock moved past the racy
+    window, so the edit's stale check can rest on the file's stat."""
 
     async def run() -> tuple[float, float]:
         registry = ToolRegistry()
         register_fs_tools(registry)
         services = Services()
         cwd = str(path.parent)
-        read = ToolExecution(
-            call_id="r", name="read", arguments={"file_path": str(path)}, cwd=cwd, services=services
-        )
-        assert not (await registry.execute(read)).is_error
+
+        async def call(name: str, call_id: str, **arguments: str) -> float:
+            execution = ToolExecution(
+                call_id=call_id, name=name, arguments=arguments, cwd=cwd, services=services
+            )
+            start = time.perf_counter()
+            result = await registry.execute(execution)
+            assert not result.is_error, result.content
+            return (time.perf_counter() - start) * 1000
+
+        await call("read", "r", file_path=str(path))
         base, edit = [], []
-        for index in range(repeats):
+        for index in range(repeats + repeats % 2):
             start = time.perf_counter()
             baseline_once(path)
             base.append((time.perf_counter() - start) * 1000)
-            before, after = (old, new) if index % 2 == 0 else (new, old)  # the file keeps its size
-            arguments = {"file_path": str(path), "old_string": before, "new_string": after}
-            call = ToolExecution(
-                call_id=str(index), name="edit", arguments=arguments, cwd=cwd, services=services
+            if read_first:
+                await call("read", f"r{index}", file_path=str(path))
+            before, after = (old, new) if index % 2 == 0 else (new, old)
+            edit.append(
+                await call("edit", str(index), file_path=str(path), old_string=before, new_string=after)
             )
-            start = time.perf_counter()
-            result = await registry.execute(call)
-            edit.append((time.perf_counter() - start) * 1000)
-            assert not result.is_error, result.content
         return statistics.median(base), statistics.median(edit)
 
-    return anyio.run(run)
+    if not read_first:
+        return anyio.run(run)
+    clock = filesystem._clock_ns
+    filesystem._clock_ns = lambda: clock() + filesystem.RACY_NS  # as if last changed 3 s ago
+    try:
+        return anyio.run(run)
+    finally:
+        filesystem._clock_ns = clock
 
 
 def difflib_ms(text: str, old: str, new: str) -> float:
@@ -135,19 +161,52 @@ def main() -> None:
             base, call = edit_vs_baseline(path, old, new, repeats)
             report(f"read + write once, {label}", base, "ms")
             report(f"edit call, {label}", call, "ms", f"ratio {call / base:.2f}", "target ≤ 1.5")
-        # Where the edit's time beyond the I/O goes, on the big file: whole-text passes.
+        longer = new.replace("2", "22")  # most edits change the length: only the head is kept
+        base, call = edit_vs_baseline(big, old, longer, options.repeats)
+        report(f"read + write once, {options.big_mb} MB", base, "ms")
+        report(
+            f"edit call, a longer line, {options.big_mb} MB",
+            call,
+            "ms",
+            f"ratio {call / base:.2f}",
+            "target ≤ 1.5",
+        )
+        base, call = edit_vs_baseline(big, old, new, options.repeats, read_first=True)
+        report(f"read + write once, {options.big_mb} MB", base, "ms")
+        report(
+            f"edit call right after a read (stat proof), {options.big_mb} MB",
+            call,
+            "ms",
+            f"ratio {call / base:.2f}",
+        )
+        # Where the edit's time beyond the I/O goes, on the big file: the whole-text passes left.
         changed = big_text.replace(old, new, 1)
-        fresh = [changed.replace(new, old, 1) for _ in range(3)]  # str hashes are cached: new objects
+        fresh = [changed.replace(new, old, 1) for _ in range(5)]  # str hashes are cached: new objects
         report(
-            "  of which: one content hash (stale check; twice per edit)",
-            median_ms(lambda: hash(fresh.pop()), 3),
+            "  of which: hashing the text (stale check, no stat proof)",
+            median_ms(lambda: _text_print(fresh.pop()), 5),
             "ms",
         )
+        report("  of which: finding the edit, counting its line", locate_big, "ms")
+        sites = _hunks.find_sites(big_text, old)
+        seen = _text_print(big_text)
+        for label, after in (("same length", new), ("longer line", longer)):
+            report(
+                f"  of which: hashing the new text ({label})",
+                median_ms(
+                    functools.partial(_text_print, _hunks.Splice(big_text, sites, old, after), seen), 5
+                ),
+                "ms",
+            )
+        local = LocalFileSystem()
+        spliced = _hunks.Splice(big_text, sites, old, new)
+        out = str(Path(directory, "out.py"))
         report(
-            "  of which: building the new text (str.replace)",
-            median_ms(lambda: big_text.replace(old, new, 1), 5),
+            "  of which: writing it in 64 KiB blocks (not built)",
+            median_ms(lambda: anyio.run(local.write_chunks, out, spliced.chunks()), 5),
             "ms",
         )
+        report("  (building the new text with str.replace)", median_ms(lambda: str(spliced), 5), "ms")
 
         print("write over an existing file: diff_hunks (trim the common head and tail, difflib on the rest)")
         report(

@@ -9,17 +9,22 @@ lines around them: its cost follows the size of the edit, not of the file. A wri
 two texts, so ``diff_hunks`` trims their common head and tail at memory speed and runs
 ``difflib`` on what is left, or, when that is too large for difflib's worst case, reports the
 changed region as one hunk.
+
+``Splice`` is the text an edit produces, handed out a chunk at a time: a large file's edit then
+never holds its new text whole (building it is a copy of the file into fresh memory, and
+encoding it for the disk would be another).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TypedDict
 
 __all__ = [
     "CONTEXT",
     "MAX_DIFF_LINES",
     "Hunk",
+    "Splice",
     "apply_hunks",
     "diff_hunks",
     "edit_hunks",
@@ -73,6 +78,75 @@ def find_sites(text: str, old: str, *, limit: int | None = None) -> list[int]:
         sites.append(pos)
         pos = text.find(old, pos + len(old))
     return sites
+
+
+class Splice:
+    """``text`` with ``new`` in place of ``old`` at ``sites`` (as ``find_sites`` found them: the
+    first occurrences, left to right), without building the new text.
+
+    It has a length, ``chunks()`` hands it out in order a slice at a time, ``c in splice`` tells
+    whether one character occurs in it, and ``str()`` builds it whole for a consumer that needs
+    that. ``head`` and ``tail`` are how many characters at its start and end are ``text``'s.
+    """
+
+    MAX_PIECES = 1024
+    """Past this many edit sites (a ``replace_all`` of a common word) the pieces would cost more
+    in Python than ``str.replace`` costs at C speed, so the text is built once instead."""
+
+    def __init__(self, text: str, sites: Sequence[int], old: str, new: str) -> None:
+        self._build = (text, old, new, len(sites))
+        self._length = len(text) + len(sites) * (len(new) - len(old))
+        self.head = sites[0] if sites else len(text)
+        self.tail = len(text) - sites[-1] - len(old) if sites else 0
+        if len(sites) > self.MAX_PIECES:
+            built = text.replace(old, new, len(sites))
+            self._pieces = [(built, 0, len(built))]
+            return
+        # (source, start, end): the new text is the concatenation of source[start:end].
+        pieces: list[tuple[str, int, int]] = []
+        cursor = 0
+        for site in sites:
+            pieces += ((text, cursor, site), (new, 0, len(new)))
+            cursor = site + len(old)
+        pieces.append((text, cursor, len(text)))
+        self._pieces = [piece for piece in pieces if piece[2] > piece[1]]
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __str__(self) -> str:
+        # One copy at C speed; joining slices would copy every character twice.
+        text, old, new, count = self._build
+        return text.replace(old, new, count)
+
+    def __contains__(self, char: str) -> bool:
+        if len(char) != 1:  # a longer string could straddle two pieces
+            raise ValueError("only one character can be looked for in a Splice")
+        # find with bounds scans the source in place, with no slice copied.
+        return any(source.find(char, start, end) >= 0 for source, start, end in self._pieces)
+
+    def chunks(self, size: int = _BLOCK, start: int = 0, stop: int | None = None) -> Iterator[str]:
+        """The new text from ``start`` to ``stop`` (default: its end) in order, ``size``
+        characters at a time: only the last chunk may be shorter."""
+        stop = len(self) if stop is None else min(stop, len(self))
+        parts: list[str] = []
+        missing = size  # characters the chunk being assembled still lacks
+        offset = 0  # where the current piece starts in the new text
+        for source, begin, end in self._pieces:
+            # The part of this piece that falls in [start, stop), in the source's offsets.
+            low, high = begin + max(0, start - offset), begin + min(end - begin, stop - offset)
+            offset += end - begin
+            while low < high:
+                take = min(missing, high - low)
+                parts.append(source[low : low + take])
+                low, missing = low + take, missing - take
+                if not missing:
+                    yield parts[0] if len(parts) == 1 else "".join(parts)
+                    parts, missing = [], size
+            if offset >= stop:
+                break
+        if parts:
+            yield "".join(parts)
 
 
 def _back(text: str, pos: int, lines: int) -> int:

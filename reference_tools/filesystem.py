@@ -13,14 +13,34 @@ import contextlib
 import os
 import secrets
 import stat
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Iterator
 
 import anyio.to_thread
 
-__all__ = ["FileSystem", "FileTooLargeError", "LocalFileSystem", "NotTextError"]
+__all__ = ["RACY_NS", "FileSystem", "FileTooLargeError", "LocalFileSystem", "NotTextError"]
 
 _BOM = codecs.BOM_UTF8
 _SNIFF = 8192  # like git: a NUL byte in the first 8 KiB means binary
+_WRITE_BLOCK = 1 << 16
+"""Characters encoded and written at a time: small enough to stay in the CPU cache and in
+malloc's reused memory, where encoding a large text whole costs a fresh allocation that the
+kernel must fault in page by page (measured: 64 KiB blocks write 100 MB in about two thirds
+of the time)."""
+RACY_NS = 3_000_000_000
+"""How recent a file's timestamps may be for its stat to prove nothing (the "racy git" rule).
+
+A change sets the file's mtime and ctime from the kernel's coarse clock, truncated to the file
+system's granularity: two changes within one tick (up to 10 ms) or one granule (ns on ext4,
+xfs, btrfs, tmpfs, APFS; 1 s on ext3 and HFS+; 2 s on FAT) get the same times. So a stat only
+proves "unchanged since" when the times it shows were already older than a tick plus a granule
+at the moment it was taken: then any later change must move them. Three seconds covers the
+coarsest granule and a tick, with room for a network file server whose clock is a little
+behind ours."""
+
+# Looked up at each call so that tests can move the clock.
+_clock_ns = time.time_ns
 
 
 class NotTextError(ValueError):
@@ -45,11 +65,23 @@ class FileSystem(ABC):
       and line-ending style: that is the backend's business, because only it knows them. It
       never leaves a half-written file behind.
 
+    Two optional methods have defaults built on those two, so a backend needs neither:
+
+    - ``write_chunks(path, chunks)`` writes the concatenation of ``chunks``, which lets a backend
+      write a large text without ever holding it whole.
+    - ``fingerprint(path)`` returns a cheap proof that the file has not changed, or ``None``
+      (the default) when it has none. Its contract: if a fingerprint taken at time T1 is not
+      ``None`` and one taken later at T2 is equal to it, the file's content did not change
+      between T1 and T2. (So a backend must return ``None`` when equality would prove nothing:
+      for a file whose timestamps are too recent, see ``RACY_NS``.) The tools use it to skip
+      comparing a large file's text when it is conclusive, and compare the text otherwise.
+
     An ACP client backend maps these to ``fs/read_text_file`` and ``fs/write_text_file`` (the
     editor then owns encoding and line endings) and raises ``FileNotFoundError`` when the client
     answers "resource not found". Those requests may take as long as the user takes: no timeout.
-    Because the tools' stale-file check compares the text read earlier with the text read now
-    through the same backend, a backend needs no notion of modification times.
+    It keeps the default ``fingerprint``: the editor's buffer has no modification time, and the
+    tools' stale-file check then compares the text read earlier with the text read now through
+    the same backend.
     """
 
     @abstractmethod
@@ -59,6 +91,15 @@ class FileSystem(ABC):
     @abstractmethod
     async def write_text(self, path: str, text: str) -> None:
         """Replace the file at ``path`` with ``text``, keeping an existing file's format."""
+
+    async def write_chunks(self, path: str, chunks: Iterable[str]) -> None:
+        """``write_text`` of the concatenation of ``chunks`` (consumed once, in order)."""
+        await self.write_text(path, "".join(chunks))
+
+    async def fingerprint(self, path: str) -> Hashable | None:
+        """A value whose equality at two times proves that the file did not change in between,
+        or ``None`` when the backend cannot give that proof (see the class docstring)."""
+        return None
 
 
 class LocalFileSystem(FileSystem):
@@ -72,6 +113,13 @@ class LocalFileSystem(FileSystem):
     (the write goes to the link's target). A hard-linked file gets a new inode, and a file owned
     by someone else becomes the agent's. There is no fsync (as in most editors), so a
     system crash soon after a write may lose it.
+
+    ``fingerprint`` is the file's device, inode, size, mtime and ctime, or ``None`` while those
+    times are within ``RACY_NS`` of now. The ctime is what makes it a proof: any write, even one
+    that restores the mtime, sets it to the current time, and no ordinary program can set it
+    back; the inode tells a file renamed over the old one. (Windows has no such time, so there
+    it is always ``None``.) A subclass that reads from somewhere else than the disk must
+    override ``fingerprint`` too.
     """
 
     def __init__(self, *, max_bytes: int = 256 * 1024 * 1024) -> None:
@@ -82,7 +130,23 @@ class LocalFileSystem(FileSystem):
         return await anyio.to_thread.run_sync(self._read, path)
 
     async def write_text(self, path: str, text: str) -> None:
-        await anyio.to_thread.run_sync(self._write, path, text)
+        await anyio.to_thread.run_sync(self._write, path, (text,))
+
+    async def write_chunks(self, path: str, chunks: Iterable[str]) -> None:
+        await anyio.to_thread.run_sync(self._write, path, chunks)
+
+    async def fingerprint(self, path: str) -> Hashable | None:
+        if os.name != "posix":
+            return None
+        try:
+            # A stat costs microseconds, less than a hop to a worker thread: it runs on the loop.
+            info = os.stat(path)
+        except OSError:
+            return None
+        # A time in the future (a clock step, an archive's dates) is no proof either.
+        if max(info.st_mtime_ns, info.st_ctime_ns) > _clock_ns() - RACY_NS:
+            return None
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
     def _read(self, path: str) -> str:
         # O_NONBLOCK: opening a FIFO must not hang the call; fstat then rejects it.
@@ -106,7 +170,7 @@ class LocalFileSystem(FileSystem):
         # The "\r" scan runs at memchr speed; the replace only runs for files that need it.
         return text.replace("\r\n", "\n") if "\r" in text else text
 
-    def _write(self, path: str, text: str) -> None:
+    def _write(self, path: str, chunks: Iterable[str]) -> None:
         target = os.path.realpath(path)
         bom, crlf, mode = False, False, None
         try:
@@ -114,9 +178,6 @@ class LocalFileSystem(FileSystem):
             bom, crlf = _format(target)
         except FileNotFoundError:
             os.makedirs(os.path.dirname(target), exist_ok=True)
-        if crlf:
-            text = (text.replace("\r\n", "\n") if "\r" in text else text).replace("\n", "\r\n")
-        data = text.encode()
         directory, name = os.path.split(target)
         temp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
         # 0o666 through the umask is what a plain open() would give a new file.
@@ -125,7 +186,8 @@ class LocalFileSystem(FileSystem):
             with open(fd, "wb") as file:
                 if bom:
                     file.write(_BOM)
-                file.write(data)
+                for block in _encoded(chunks, crlf=crlf):
+                    file.write(block)
             if mode is not None:
                 os.chmod(temp, mode)
             os.replace(temp, target)
@@ -133,6 +195,25 @@ class LocalFileSystem(FileSystem):
             with contextlib.suppress(OSError):  # the original error is the one to report
                 os.unlink(temp)
             raise
+
+
+def _encoded(chunks: Iterable[str], *, crlf: bool, size: int = _WRITE_BLOCK) -> Iterator[bytes]:
+    """``chunks`` as UTF-8, ``size`` characters at a time, with CRLF line endings if ``crlf``
+    (a ``"\\r\\n"`` already in the text stays one line ending)."""
+    carry = ""
+    for chunk in chunks:
+        for start in range(0, len(chunk), size):
+            # A slice that spans the whole chunk is the chunk itself, not a copy.
+            block = chunk[start : start + size]
+            if crlf:
+                # A "\r\n" may straddle two blocks: a trailing "\r" waits for the next one.
+                block = carry + block
+                carry = "\r" if block.endswith("\r") else ""
+                block = block[: len(block) - len(carry)]
+                block = (block.replace("\r\n", "\n") if "\r" in block else block).replace("\n", "\r\n")
+            yield block.encode()
+    if carry:
+        yield carry.encode()
 
 
 def _format(path: str) -> tuple[bool, bool]:

@@ -22,9 +22,9 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio.to_thread
 
@@ -62,6 +62,7 @@ __all__ = [
     "MAX_READ_BYTES",
     "MAX_READ_LINES",
     "ReadTracker",
+    "TextPrint",
     "edit_tool",
     "fs_policy",
     "fs_tools",
@@ -94,38 +95,113 @@ _LOCAL = LocalFileSystem()
 # -- shared helpers ----------------------------------------------------------------------
 
 
+_HASH_CHUNK = 1 << 16
+
+
+class TextPrint(NamedTuple):
+    """A text's length and the hash of each of its ``_HASH_CHUNK``-character chunks."""
+
+    length: int
+    chunks: tuple[int, ...]
+
+
+def _text_print(
+    content: str | _hunks.Splice, base: TextPrint | None = None, *, size: int = _HASH_CHUNK
+) -> TextPrint:
+    """The print of ``content``, the same for a text and a splice that spells it.
+
+    ``base``, the print of the text a splice was made from, spares hashing what the splice
+    kept: the chunks wholly inside its head, and inside its tail when the length is the same
+    (the tail then sits at the same offsets).
+    """
+    # CRLF is folded so that a backend's line-ending conversion is not mistaken for a change
+    # (rare: a backend hands over LF text, so only a lone "\r" gets here). A splice without
+    # "\r" shares its head and tail with its base even if the base was folded: a fold there
+    # would have left a "\r" in them.
+    if "\r" in content:
+        content, base = str(content).replace("\r\n", "\n"), None
+    # Python's str hash (SipHash, several GB/s) is the cheapest full pass over the text and is
+    # stable for the life of the process, which outlives any session's tracker. It is taken
+    # over fixed-size chunks so that a splice can be hashed without being built.
+    if isinstance(content, str):
+        chunks = (content[start : start + size] for start in range(0, len(content), size))
+        return TextPrint(len(content), tuple(map(hash, chunks)))
+    if base is None:
+        return TextPrint(len(content), tuple(map(hash, content.chunks(size))))
+    head = content.head // size  # chunks wholly inside the head
+    if base.length == len(content):
+        tail = max(head, -(-(len(content) - content.tail) // size))  # the first chunk in the tail
+        kept = base.chunks[tail:]
+    else:
+        tail, kept = -(-len(content) // size), ()
+    changed = tuple(map(hash, content.chunks(size, head * size, tail * size)))
+    return TextPrint(len(content), base.chunks[:head] + changed + kept)
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    text: TextPrint
+    """The print of the text the session saw."""
+    stamp: Hashable | None
+    """The backend's ``fingerprint`` of the file taken before that text was read, if any."""
+
+
 class ReadTracker:
-    """What this session has read: for each file (by real path), a fingerprint of its text.
+    """What this session has read: for each file (by real path), a print of its text (hashes of
+    its chunks) and, when the backend gives one, a fingerprint of the file.
 
     Kept in the session's services (``services.setdefault(ReadTracker, ReadTracker)``): ``read``
     records, ``write`` and ``edit`` record what they wrote, ``fs_policy`` asks whether a file was
-    read, and ``write``/``edit`` refuse a file whose text differs from the recorded fingerprint.
+    read, and ``write``/``edit`` refuse a file whose text differs from what was recorded.
+
+    The file fingerprint (``FileSystem.fingerprint``, a stat for the local disk) only saves
+    work: when the one taken after the current read equals the one taken before the recorded
+    read, the file provably did not change in between and its text is not hashed again. In
+    every other case (no fingerprint, a file touched or replaced, times too recent to prove
+    anything) the texts are compared.
     """
 
     def __init__(self) -> None:
-        self._seen: dict[str, tuple[int, int]] = {}
+        self._seen: dict[str, _Seen] = {}
 
-    @staticmethod
-    def _fingerprint(content: str) -> tuple[int, int]:
-        # Python's str hash (SipHash, several GB/s) is the cheapest full pass over the text and
-        # is stable for the life of the process, which outlives any session's tracker. CRLF is
-        # folded so that a backend's line-ending conversion is not mistaken for a change.
-        if "\r" in content:
-            content = content.replace("\r\n", "\n")
-        return len(content), hash(content)
+    def record(
+        self,
+        path: str,
+        content: str | _hunks.Splice,
+        stamp: Hashable | None = None,
+        *,
+        base: TextPrint | None = None,
+    ) -> None:
+        """Remember ``content`` as what the session last saw of ``path``.
 
-    def record(self, path: str, content: str) -> None:
-        """Remember ``content`` as what the session last saw of ``path``."""
-        self._seen[os.path.realpath(path)] = self._fingerprint(content)
+        ``stamp`` is the backend's fingerprint of the file taken *before* ``content`` was read
+        from it (so a change after it shows); leave it out for text the tools wrote, as one
+        taken after a write could already describe someone else's change. For a splice,
+        ``base`` is the print of the text it was made from (``seen`` of it), to hash less.
+        """
+        self._seen[os.path.realpath(path)] = _Seen(_text_print(content, base), stamp)
 
     def has_read(self, path: str) -> bool:
         """Whether the session has read (or written) ``path``."""
         return os.path.realpath(path) in self._seen
 
-    def changed(self, path: str, content: str) -> bool:
-        """Whether ``content`` (the file's text now) differs from what was recorded."""
+    def seen(self, path: str) -> TextPrint | None:
+        """The print of what the session last saw of ``path``; right after ``changed`` said no,
+        it is the print of the text that was checked."""
         seen = self._seen.get(os.path.realpath(path))
-        return seen is not None and seen != self._fingerprint(content)
+        return None if seen is None else seen.text
+
+    def changed(self, path: str, content: str, stamp: Hashable | None = None) -> bool:
+        """Whether ``content`` (the file's text now) differs from what was recorded.
+
+        ``stamp`` is the backend's fingerprint of the file taken *after* ``content`` was read.
+        """
+        seen = self._seen.get(os.path.realpath(path))
+        if seen is None:
+            return False
+        if seen.stamp is not None and seen.stamp == stamp:
+            return False  # the backend proves that the file did not change since the recorded read
+        return seen.text != _text_print(content)
 
 
 def _tracker(execution: ToolExecution) -> ReadTracker:
@@ -151,21 +227,39 @@ async def _read_text(execution: ToolExecution, path: str) -> str:
         raise ToolError(f"cannot read {path}: {error.strerror or error}") from None
 
 
-async def _write_text(execution: ToolExecution, path: str, content: str) -> None:
+async def _write_text(execution: ToolExecution, path: str, content: str | _hunks.Splice) -> None:
+    file_system = _file_system(execution)
     try:
-        await _file_system(execution).write_text(path, content)
+        if isinstance(content, str):
+            await file_system.write_text(path, content)
+        else:
+            await file_system.write_chunks(path, content.chunks())
     except OSError as error:
         raise ToolError(f"cannot write {path}: {error.strerror or error}") from None
     except UnicodeEncodeError as error:  # JSON can carry lone surrogates; files cannot
         raise ToolError(f"cannot write {path}: the text is not valid Unicode ({error.reason})") from None
 
 
-def _check_fresh(execution: ToolExecution, path: str, current: str) -> None:
-    if _tracker(execution).changed(path, current):
+async def _stamp(execution: ToolExecution, path: str) -> Hashable | None:
+    try:
+        return await _file_system(execution).fingerprint(path)
+    except OSError:  # no proof: the texts get compared
+        return None
+
+
+async def _check_fresh(execution: ToolExecution, path: str, current: str) -> TextPrint | None:
+    """Refuse ``current`` (the file's text now) unless it is what the session last saw; return
+    its print, if the session has one."""
+    # The stamp is taken after ``current`` was read: if it equals the one taken before the
+    # recorded read, nothing changed in between, so ``current`` is what the session saw.
+    stamp = await _stamp(execution, path)
+    tracker = _tracker(execution)
+    if tracker.changed(path, current, stamp):
         raise ToolError(
             f"{path} has changed since it was last read (it was modified outside these tools); "
             "read it again and make the change on its current text"
         )
+    return tracker.seen(path)  # no await since the check: no other call can have recorded
 
 
 def _fenced(body: str, info: str = "") -> str:
@@ -203,8 +297,10 @@ async def _read(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     offset, limit = args.get("offset", 1), args.get("limit", MAX_READ_LINES)
     if offset < 1 or limit < 1:
         raise ToolError("offset and limit must be at least 1")
+    # Before the read: a change made after it, even during the read, then shows.
+    stamp = await _stamp(execution, path)
     content = await _read_text(execution, path)
-    _tracker(execution).record(path, content)
+    _tracker(execution).record(path, content, stamp)
     total = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     if total == 0:
         return ToolOutput([text(f"{path} is empty.")], meta={"path": path, "start": 0, "end": 0, "total": 0})
@@ -297,7 +393,7 @@ async def _write(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
             raise
         old = None
     if old is not None:
-        _check_fresh(execution, path, old)
+        await _check_fresh(execution, path, old)
         content = content.replace("\r\n", "\n")  # the file keeps its own line endings
     await _write_text(execution, path, content)
     _tracker(execution).record(path, content)
@@ -385,7 +481,7 @@ async def _edit(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     if old == new:
         raise ToolError("old_string and new_string are the same, so there is nothing to change")
     content = await _read_text(execution, path)
-    _check_fresh(execution, path, content)
+    seen = await _check_fresh(execution, path, content)
     replace_all = bool(args.get("replace_all", False))
     sites = _hunks.find_sites(content, old, limit=None if replace_all else 2)
     if not sites:
@@ -400,10 +496,11 @@ async def _edit(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         )
     first_line = content.count("\n", 0, sites[0]) + 1
     hunks, omitted = _hunks.edit_hunks(content, sites, old, new, first_line=first_line)
-    # str.replace builds the new text in one allocation (slices and + would copy it twice).
-    updated = content.replace(old, new, -1 if replace_all else 1)
-    await _write_text(execution, path, updated)
-    _tracker(execution).record(path, updated)
+    # The new text is handed to the backend a chunk at a time and never built whole: in a large
+    # file, building it costs more than writing it.
+    edited = _hunks.Splice(content, sites, old, new)
+    await _write_text(execution, path, edited)
+    _tracker(execution).record(path, edited, base=seen)
     line = _hunks.first_changed_line(hunks)
     meta = {"path": path, "hunks": hunks, "line": line, "replacements": len(sites), "omitted": omitted}
     count = f"{len(sites)} replacements" if len(sites) > 1 else "1 replacement"

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import shutil
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from reference_tools.filesystem import FileSystem, FileTooLargeError, LocalFileSystem, NotTextError
+from reference_tools import filesystem
+from reference_tools.filesystem import RACY_NS, FileSystem, FileTooLargeError, LocalFileSystem, NotTextError
 
 pytestmark = pytest.mark.anyio
 
@@ -102,3 +110,143 @@ def test_a_backend_must_implement_both_methods() -> None:
 
     with pytest.raises(TypeError, match="write_text"):
         Half()  # type: ignore[abstract]
+
+
+# -- writing in blocks --------------------------------------------------------------------
+
+pieces = st.sampled_from(["a", "\n", "\r", "\r\n", "é", "\r\r"])
+chunkings = st.lists(st.lists(pieces, max_size=6).map("".join), max_size=6)
+
+
+@given(chunkings, st.integers(min_value=1, max_value=5), st.booleans())
+def test_blocks_are_encoded_as_the_whole_text_would_be(chunks: list[str], size: int, crlf: bool) -> None:
+    # A "\r\n" split across two chunks or blocks is still one line ending.
+    text = "".join(chunks)
+    whole = (text.replace("\r\n", "\n").replace("\n", "\r\n") if crlf else text).encode()
+    assert b"".join(filesystem._encoded(chunks, crlf=crlf, size=size)) == whole
+
+
+async def test_write_chunks_keeps_the_files_format(tmp_path: Path, fs: LocalFileSystem) -> None:
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"\xef\xbb\xbfx\r\ny\r\n")
+    await fs.write_chunks(str(path), iter(["a\nb", "\r", "\nc"]))
+    assert path.read_bytes() == b"\xef\xbb\xbfa\r\nb\r\nc"
+
+
+async def test_a_write_that_fails_midway_leaves_the_file_and_no_temporary(
+    tmp_path: Path, fs: LocalFileSystem
+) -> None:
+    path = tmp_path / "f.txt"
+    path.write_text("before")
+
+    def chunks() -> Iterator[str]:
+        yield "x" * 200_000  # several blocks reach the temporary file first
+        yield "\ud800"  # a lone surrogate: JSON can carry it, UTF-8 cannot
+
+    with pytest.raises(UnicodeEncodeError):
+        await fs.write_chunks(str(path), chunks())
+    assert path.read_text() == "before"
+    assert names(tmp_path) == ["f.txt"]
+
+
+async def test_the_optional_methods_have_defaults() -> None:
+    class Memory(FileSystem):
+        def __init__(self) -> None:
+            self.files: dict[str, str] = {}
+
+        async def read_text(self, path: str) -> str:
+            return self.files[path]
+
+        async def write_text(self, path: str, text: str) -> None:
+            self.files[path] = text
+
+    memory = Memory()
+    await memory.write_chunks("/f", iter(["a", "b\n"]))
+    assert memory.files == {"/f": "ab\n"}
+    assert await memory.fingerprint("/f") is None  # no proof: the tools compare texts
+
+
+# -- the fingerprint: a stat, when it proves something ------------------------------------
+
+
+def newest(path: Path) -> int:
+    info = path.stat()
+    return max(info.st_mtime_ns, info.st_ctime_ns)
+
+
+@pytest.fixture
+def later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file looks last changed long ago (rather than waiting for it to)."""
+    monkeypatch.setattr(filesystem, "_clock_ns", lambda: time.time_ns() + 10 * RACY_NS)
+
+
+def change_in_place(path: Path, data: bytes) -> None:
+    """Overwrite ``path`` with ``data`` of the same size, keeping its inode and its mtime: only the
+    ctime can tell, once the clock has moved past the file's (a tick, or a coarse granule)."""
+    before = path.stat()
+    with path.open("r+b") as file:
+        file.write(data)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    while path.stat().st_ctime_ns == before.st_ctime_ns:
+        time.sleep(0.005)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # sets the ctime to now
+
+
+async def test_fingerprint_is_none_while_the_times_are_recent(
+    tmp_path: Path, fs: LocalFileSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "f.txt"
+    path.write_text("x")
+    assert await fs.fingerprint(str(path)) is None  # just written
+    edge = newest(path) + RACY_NS
+    monkeypatch.setattr(filesystem, "_clock_ns", lambda: edge - 1)
+    assert await fs.fingerprint(str(path)) is None
+    monkeypatch.setattr(filesystem, "_clock_ns", lambda: edge)
+    assert await fs.fingerprint(str(path)) is not None
+    future = time.time_ns() + 100 * RACY_NS  # an archive's dates, a clock set back
+    os.utime(path, ns=(future, future))
+    assert await fs.fingerprint(str(path)) is None
+    assert await fs.fingerprint(str(tmp_path / "missing")) is None
+
+
+@pytest.mark.usefixtures("later")
+async def test_fingerprint_changes_with_any_change(tmp_path: Path, fs: LocalFileSystem) -> None:
+    path, copy = tmp_path / "f.txt", tmp_path / "copy.txt"
+    path.write_text("x = 1\n")
+    first = await fs.fingerprint(str(path))
+    assert first is not None
+    assert await fs.fingerprint(str(path)) == first
+    seen = {first}
+    change_in_place(path, b"x = 2\n")  # same size, same inode, same mtime
+    seen.add(await fs.fingerprint(str(path)))
+    os.utime(path, ns=(1, 1))  # touched
+    seen.add(await fs.fingerprint(str(path)))
+    shutil.copy2(path, copy)
+    os.replace(copy, path)  # replaced by an identical copy with the same times
+    seen.add(await fs.fingerprint(str(path)))
+    assert len(seen) == 4
+
+
+@pytest.mark.usefixtures("later")
+async def test_fingerprint_tells_a_replaced_file_by_its_inode(
+    tmp_path: Path, fs: LocalFileSystem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On a coarse clock, a file renamed over another within one granule can have the same size
+    # and times as the one it replaced: simulate that with times frozen.
+    path, other = tmp_path / "f.txt", tmp_path / "g.txt"
+    path.write_text("x = 1\n")
+    other.write_text("x = 2\n")
+    frozen, real_stat = path.stat(), os.stat
+
+    def coarse_stat(target: Any, *args: Any, **kwargs: Any) -> Any:
+        info = real_stat(target, *args, **kwargs)
+        fields = {name: getattr(info, name) for name in dir(info) if name.startswith("st_")}
+        return SimpleNamespace(
+            **{**fields, "st_mtime_ns": frozen.st_mtime_ns, "st_ctime_ns": frozen.st_ctime_ns}
+        )
+
+    monkeypatch.setattr(os, "stat", coarse_stat)
+    first = await fs.fingerprint(str(path))
+    os.replace(other, path)
+    assert first is not None
+    assert await fs.fingerprint(str(path)) not in (first, None)

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
+from collections.abc import Hashable, Iterable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 
 from dsh_tools import (
@@ -29,7 +34,9 @@ from dsh_tools import (
     ToolResult,
     define_tool,
 )
-from reference_tools.filesystem import FileSystem
+from reference_tools import filesystem
+from reference_tools import fs as fs_module
+from reference_tools.filesystem import RACY_NS, FileSystem, LocalFileSystem
 from reference_tools.fs import MAX_READ_LINES, ReadTracker, fs_policy, fs_tools, read_tool, register_fs_tools
 
 pytestmark = pytest.mark.anyio
@@ -468,6 +475,172 @@ async def test_touching_a_file_is_not_a_change(ws: Path, session: Session) -> No
     await session.ok("read", file_path="a.py")
     os.utime(ws / "a.py", (1, 1))
     await session.ok("edit", file_path="a.py", old_string="1", new_string="2")
+
+
+# The stat shortcut: a file whose stat proves it unchanged is not hashed again; whenever the
+# stat proves nothing (times too recent, a touch, a new inode, no stat at all) the texts are.
+
+
+@pytest.fixture
+def later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file looks last changed long ago (rather than waiting for it to)."""
+    monkeypatch.setattr(filesystem, "_clock_ns", lambda: time.time_ns() + 10 * RACY_NS)
+
+
+def change_in_place(path: Path, data: bytes) -> None:
+    """Overwrite ``path`` with ``data`` of the same size, keeping its inode and mtime."""
+    before = path.stat()
+    with path.open("r+b") as file:
+        file.write(data)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The kinds of text the fs tools hash: "text" (a file's text), "splice" (an edit's)."""
+    kinds: list[str] = []
+    text_print = fs_module._text_print
+
+    def spy(content: Any, *args: Any, **kwargs: Any) -> Any:
+        kinds.append("text" if isinstance(content, str) else "splice")
+        return text_print(content, *args, **kwargs)
+
+    monkeypatch.setattr(fs_module, "_text_print", spy)
+    return kinds
+
+
+async def test_a_same_size_change_right_after_a_read_is_caught(ws: Path, session: Session) -> None:
+    (ws / "a.py").write_text("x = 1\n")
+    await session.ok("read", file_path="a.py")
+    change_in_place(ws / "a.py", b"x = 2\n")  # within the same clock tick, most likely
+    assert "has changed since" in await session.error(
+        "edit", file_path="a.py", old_string="x", new_string="y"
+    )
+    assert "has changed since" in await session.error("write", file_path="a.py", content="z\n")
+    assert (ws / "a.py").read_text() == "x = 2\n"
+
+
+async def test_a_stat_too_recent_at_the_read_never_becomes_a_proof(
+    ws: Path, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The racy window: a change within one timestamp granule of the read can leave the stat
+    # exactly as it was. Simulate that (times frozen, as on a coarse clock): the read happens
+    # while the times are recent, so it records no stat, and the later check compares texts even
+    # though the times look old by then and the stat has not moved.
+    path = ws / "a.py"
+    path.write_text("x = 1\n")
+    frozen, real_stat = path.stat(), os.stat
+
+    def coarse_stat(target: Any, *args: Any, **kwargs: Any) -> Any:
+        info = real_stat(target, *args, **kwargs)
+        if target != str(path):
+            return info
+        fields = {name: getattr(info, name) for name in dir(info) if name.startswith("st_")}
+        return SimpleNamespace(
+            **{**fields, "st_mtime_ns": frozen.st_mtime_ns, "st_ctime_ns": frozen.st_ctime_ns}
+        )
+
+    monkeypatch.setattr(os, "stat", coarse_stat)
+    await session.ok("read", file_path="a.py")
+    change_in_place(path, b"x = 2\n")
+    monkeypatch.setattr(filesystem, "_clock_ns", lambda: time.time_ns() + 10 * RACY_NS)
+    assert await LocalFileSystem().fingerprint(str(path)) is not None  # the stat looks like a proof now
+    assert "has changed since" in await session.error(
+        "edit", file_path="a.py", old_string="x", new_string="y"
+    )
+
+
+@pytest.mark.usefixtures("later")
+async def test_the_stat_proof_spares_hashing_the_file(ws: Path, session: Session, hashed: list[str]) -> None:
+    (ws / "a.py").write_text("x = 1\n")
+    await session.ok("read", file_path="a.py")
+    assert hashed == ["text"]  # the read's record
+    await session.ok("edit", file_path="a.py", old_string="1", new_string="2")
+    assert hashed == ["text", "splice"]  # no check of the file's text: only the edit's record
+    # A stat taken after the tools' own write could already describe someone else's change, so
+    # none is recorded, and the next edit compares the texts.
+    await session.ok("edit", file_path="a.py", old_string="2", new_string="3")
+    assert hashed == ["text", "splice", "text", "splice"]
+    assert (ws / "a.py").read_text() == "x = 3\n"
+
+
+@pytest.mark.usefixtures("later")
+async def test_a_change_after_a_proven_read_is_caught(ws: Path, session: Session) -> None:
+    path = ws / "a.py"
+    path.write_text("x = 1\n")
+    await session.ok("read", file_path="a.py")
+    before = path.stat()
+    change_in_place(path, b"x = 2\n")
+    # Only the ctime tells, once the real clock has moved past the file's (a tick or a granule).
+    while path.stat().st_ctime_ns == before.st_ctime_ns:
+        await anyio.sleep(0.005)
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert "has changed since" in await session.error(
+        "edit", file_path="a.py", old_string="x", new_string="y"
+    )
+
+
+@pytest.mark.usefixtures("later")
+async def test_a_touched_or_replaced_but_identical_file_is_still_editable(
+    ws: Path, session: Session, hashed: list[str]
+) -> None:
+    path = ws / "a.py"
+    path.write_text("x = 1\n")
+    await session.ok("read", file_path="a.py")
+    os.utime(path, ns=(1, 1))
+    await session.ok("edit", file_path="a.py", old_string="1", new_string="2")
+    assert hashed[1] == "text"  # the stat moved: the texts were compared
+    await session.ok("read", file_path="a.py")
+    shutil.copy2(path, ws / "copy.py")
+    os.replace(ws / "copy.py", path)  # same text and times, new inode
+    await session.ok("edit", file_path="a.py", old_string="2", new_string="3")
+    assert path.read_text() == "x = 3\n"
+
+
+async def test_the_stat_is_taken_before_a_read_and_after_a_check(ws: Path, session: Session) -> None:
+    # Before the recorded read, so that a change during it shows; after the checked read, so
+    # that an equal stat covers the text that read saw.
+    calls: list[str] = []
+
+    class Logged(LocalFileSystem):
+        async def read_text(self, path: str) -> str:
+            calls.append("read")
+            return await super().read_text(path)
+
+        async def write_text(self, path: str, text: str) -> None:
+            calls.append("write")
+            await super().write_text(path, text)
+
+        async def write_chunks(self, path: str, chunks: Iterable[str]) -> None:
+            calls.append("write")
+            await super().write_chunks(path, chunks)
+
+        async def fingerprint(self, path: str) -> Hashable | None:
+            calls.append("stat")
+            return await super().fingerprint(path)
+
+    session.services.add(Logged(), as_type=FileSystem)
+    (ws / "a.py").write_text("x = 1\n")
+    await session.ok("read", file_path="a.py")
+    assert calls == ["stat", "read"]
+    await session.ok("edit", file_path="a.py", old_string="1", new_string="2")
+    assert calls[2:] == ["read", "stat", "write"]
+    await session.ok("write", file_path="a.py", content="y\n")
+    assert calls[5:] == ["read", "stat", "write"]
+
+
+def test_read_tracker_trusts_only_an_equal_recorded_stamp(tmp_path: Path) -> None:
+    tracker, path = ReadTracker(), str(tmp_path / "a.py")
+    assert not tracker.changed(path, "anything")  # never read: the policy's business
+    tracker.record(path, "x = 1\n", stamp=("stat", 1))
+    assert not tracker.changed(path, "x = 2\n", ("stat", 1))  # proven unchanged: not compared
+    assert tracker.changed(path, "x = 2\n", ("stat", 2))
+    assert not tracker.changed(path, "x = 1\r\n", ("stat", 2))  # touched, same text
+    assert tracker.changed(path, "x = 2\n", None)
+    tracker.record(path, "x = 1\n")  # no stamp: nothing is ever proven
+    assert tracker.changed(path, "x = 2\n", None)
+    assert tracker.changed(path, "x = 2\n", ("stat", 1))
 
 
 async def test_sessions_track_reads_separately(ws: Path, session: Session) -> None:

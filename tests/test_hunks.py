@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from reference_tools._hunks import (
     CONTEXT,
     Hunk,
+    Splice,
     apply_hunks,
     diff_hunks,
     edit_hunks,
@@ -15,6 +17,7 @@ from reference_tools._hunks import (
     first_changed_line,
     line_start,
 )
+from reference_tools.fs import _text_print
 
 # Few distinct lines and pieces, so that texts repeat and edits find several sites.
 pieces = st.sampled_from(["a", "b", "\n", "a\n", "b\n", "\n\n", "é", "\r\n"])
@@ -124,3 +127,51 @@ def test_line_start_crosses_blocks() -> None:
     assert line_start(text, 2) == 100_001
     assert line_start(text, 70_001) == 100_001 + 2 * 69_999
     assert line_start(text, 70_003) == -1
+
+
+# -- Splice: an edit's new text, handed out in chunks ------------------------------------
+
+sizes = st.integers(min_value=1, max_value=7)
+
+
+@given(texts, needles, texts, st.integers(min_value=0, max_value=3), sizes, st.data())
+def test_splice_spells_the_replaced_text(
+    text: str, old: str, new: str, limit: int, size: int, data: st.DataObject
+) -> None:
+    sites = find_sites(text, old, limit=limit or None)
+    splice = Splice(text, sites, old, new)
+    built = text.replace(old, new, len(sites))
+    assert str(splice) == built
+    assert len(splice) == len(built)
+    assert "".join(splice.chunks(size)) == built
+    # Chunks sit at multiples of size from the start, whatever part of the text is asked for.
+    start = data.draw(st.integers(min_value=0, max_value=len(built) // size)) * size
+    stop = data.draw(st.integers(min_value=start, max_value=len(built) + 2))
+    expected = [built[at : min(at + size, stop)] for at in range(start, min(stop, len(built)), size)]
+    assert list(splice.chunks(size, start, stop)) == expected
+    assert built[: splice.head] == text[: splice.head]
+    assert built[len(built) - splice.tail :] == text[len(text) - splice.tail :]
+    for char in "ab\r\né":
+        assert (char in splice) == (char in built)
+
+
+def test_splice_builds_the_text_once_past_many_sites() -> None:
+    text = "x," * (Splice.MAX_PIECES + 1)
+    splice = Splice(text, find_sites(text, "x"), "x", "yy")
+    assert str(splice) == "".join(splice.chunks(5)) == "yy," * (Splice.MAX_PIECES + 1)
+    assert (splice.head, splice.tail) == (0, 1)
+    with pytest.raises(ValueError, match="one character"):
+        assert "yy" in splice
+
+
+@given(texts, needles, texts, st.integers(min_value=0, max_value=3), sizes)
+def test_a_splice_print_reuses_its_base_and_equals_the_built_texts(
+    text: str, old: str, new: str, limit: int, size: int
+) -> None:
+    # The print of the edited text must not depend on whether it was built: the stale check
+    # compares it with the print of the file read back later.
+    sites = find_sites(text, old, limit=limit or None)
+    splice = Splice(text, sites, old, new)
+    built = _text_print(str(splice), size=size)
+    assert _text_print(splice, size=size) == built
+    assert _text_print(splice, _text_print(text, size=size), size=size) == built
