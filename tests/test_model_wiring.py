@@ -1,0 +1,130 @@
+"""The OpenAI-compatible model wired into the agent: auth methods, -32000 without a key, and a
+whole turn against a local fake server through the CLI's own configuration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, chunk, error_reply, stream_reply, tool_delta
+
+from dsh_acp._cli import build_config
+from dsh_acp._connection import RpcError
+from dsh_acp.testing import AcpClient, AcpSchema
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_without_a_key_the_agent_offers_auth_and_asks_for_it(
+    acp_schema: AcpSchema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DSH_API_KEY", raising=False)
+    config = build_config(["--model", "openai:gpt-4o", "--state-dir", str(tmp_path / "state")])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        plain = await client.initialize()
+        assert [m["id"] for m in plain["authMethods"]] == ["api-key"]
+        terminal = await client.initialize({"auth": {"terminal": True}})
+        methods = {m["id"]: m for m in terminal["authMethods"]}
+        assert methods["login"]["type"] == "terminal"
+        assert methods["login"]["args"] == ["login"]
+        for method, params in (
+            ("session/new", {"cwd": str(tmp_path), "mcpServers": []}),
+            ("authenticate", {"methodId": "api-key"}),
+        ):
+            with pytest.raises(RpcError) as info:
+                await client.request(method, params)
+            assert info.value.code == -32000
+            assert "DSH_API_KEY" in info.value.message
+    client.assert_valid()
+
+
+async def test_a_key_in_the_environment_authenticates(
+    acp_schema: AcpSchema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSH_API_KEY", "sk-test-not-real-0000")
+    config = build_config(["--model", "openai:gpt-4o", "--state-dir", str(tmp_path / "state")])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        assert await client.request("authenticate", {"methodId": "api-key"}) == {}
+        session = await client.new_session(str(tmp_path))
+        assert session
+    client.assert_valid()
+
+
+async def test_a_turn_against_a_local_server(
+    acp_schema: AcpSchema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "hello.txt").write_text("hi\n")
+    replies = [
+        stream_reply(
+            chunk(reasoning="Let me list the files."),
+            chunk(tool_calls=[tool_delta(0, id="call_1", name="ls", arguments='{"pa')]),
+            chunk(tool_calls=[tool_delta(0, arguments='th": "."}')]),
+            chunk(finish="tool_calls"),
+            chunk(choices=False, usage=(1000, 20)),
+        ),
+        stream_reply(chunk("There is "), chunk("one file."), chunk(finish="stop")),
+    ]
+    async with FakeOpenAI(replies) as server:
+        # A server on localhost needs no key; the model's context window comes from the config file.
+        config_dir = tmp_path / "config" / "dsh-acp"
+        config_dir.mkdir(parents=True)
+        (config_dir / "config.toml").write_text('[models."fake-coder"]\ncontext_window = 32768\n')
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+        args = [
+            "--model",
+            "openai:fake-coder",
+            "--base-url",
+            server.base_url,
+            "--state-dir",
+            str(tmp_path / "s"),
+        ]
+        config = build_config(args)
+        async with AcpClient.in_memory(config, schema=acp_schema) as client:
+            await client.initialize({"_meta": {"terminal_output": True}})
+            sid = await client.new_session(str(tmp_path))
+            assert await client.prompt(sid, "What is here?") == {"stopReason": "end_turn"}
+            updates = client.updates(sid)
+        client.assert_valid()
+    kinds = [u["sessionUpdate"] for u in updates if u["sessionUpdate"] != "available_commands_update"]
+    assert kinds == [
+        "agent_thought_chunk",
+        "usage_update",
+        "tool_call",
+        "tool_call_update",
+        "agent_message_chunk",
+        "agent_message_chunk",
+        "session_info_update",
+    ]
+    usage = next(u for u in updates if u["sessionUpdate"] == "usage_update")
+    assert (usage["used"], usage["size"]) == (1020, 32768)
+    call = next(u for u in updates if u["sessionUpdate"] == "tool_call")
+    assert (call["toolCallId"], call["name"], call["kind"]) == ("call_1", "ls", "read")
+    first, second = (request.json for request in server.requests)
+    assert first["stream"] is True
+    assert str(tmp_path) in first["messages"][0]["content"]  # the system prompt names the cwd
+    assert {tool["function"]["name"] for tool in first["tools"]} >= {"bash", "read", "edit", "ls"}
+    assert second["messages"][-1]["role"] == "tool"
+    assert "hello.txt" in json.dumps(second["messages"][-1])
+
+
+async def test_a_rejected_key_ends_the_prompt_with_authentication_required(
+    acp_schema: AcpSchema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSH_API_KEY", "sk-test-not-real-0000")
+    async with FakeOpenAI([error_reply(401, "bad key")]) as server:
+        config = build_config(
+            ["--model", "openai:fake", "--base-url", server.base_url, "--state-dir", str(tmp_path / "s")]
+        )
+        async with AcpClient.in_memory(config, schema=acp_schema) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            with pytest.raises(RpcError) as info:
+                await client.prompt(sid, "hi")
+            assert info.value.code == -32000
+            assert "sk-test" not in info.value.message
+            raw: Any = [line.raw for line in client.lines]
+            assert not any(b"sk-test" in line for line in raw)
+        client.assert_valid()
