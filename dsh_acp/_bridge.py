@@ -45,6 +45,7 @@ __all__ = [
     "absolute",
     "announce_call",
     "cancelled_call",
+    "compaction_status",
     "console_fence",
     "finish_call",
     "output_chunk",
@@ -52,6 +53,7 @@ __all__ = [
     "plan_update",
     "relativize_title",
     "status_update",
+    "summary_chunk",
     "wire_block",
 ]
 
@@ -69,18 +71,24 @@ class RenderContext:
     fallback_head: int = 30 * 1024
     fallback_tail: int = 30 * 1024
     """Budget of the fenced console fallback, like the text the model sees."""
+    compaction: bool = False
+    """Whether the client shows compactions (``session.compaction``); else a summary is a message."""
 
     @classmethod
     def for_client(cls, cwd: str, client_capabilities: Mapping[str, Any] | None) -> RenderContext:
-        """Read the terminal convention off ``initialize``'s ``clientCapabilities._meta``."""
-        meta = (client_capabilities or {}).get("_meta") or {}
+        """Read the terminal convention off ``initialize``'s ``clientCapabilities._meta``, and
+        whether the client advertised compaction updates."""
+        capabilities = client_capabilities or {}
+        meta = capabilities.get("_meta") or {}
         key: TerminalKey | None = None
         if isinstance(meta, Mapping):
             if meta.get("terminal_output_delta") is True:
                 key = "terminal_output_delta"
             elif meta.get("terminal_output") is True:
                 key = "terminal_output"
-        return cls(cwd=cwd, terminal_key=key)
+        session = capabilities.get("session")
+        compaction = isinstance(session, Mapping) and isinstance(session.get("compaction"), Mapping)
+        return cls(cwd=cwd, terminal_key=key, compaction=compaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +196,35 @@ def _exit_line(exit_code: int | None, signal: str | None) -> str | None:
 
 def _raw_input(info: CallInfo) -> Any:
     return info.arguments
+
+
+def summary_chunk(text: str, message_id: str, compaction_id: str, ctx: RenderContext) -> dict[str, Any]:
+    """A piece of a ``/compact`` summary: part of the compaction for clients that show them,
+    else an agent message."""
+    content = {"type": "text", "text": text}
+    if ctx.compaction:
+        return {
+            "sessionUpdate": "compaction_summary_chunk",
+            "compactionId": compaction_id,
+            "content": content,
+        }
+    return {"sessionUpdate": "agent_message_chunk", "content": content, "messageId": message_id}
+
+
+def compaction_status(
+    compaction_id: str,
+    status: Literal["in_progress", "completed", "failed", "cancelled"],
+    summary: str | None = None,
+) -> dict[str, Any]:
+    """A compaction's state (only for clients that advertised ``session.compaction``)."""
+    update: dict[str, Any] = {
+        "sessionUpdate": "compaction_update",
+        "compactionId": compaction_id,
+        "status": status,
+    }
+    if summary is not None:
+        update["summary"] = [{"type": "text", "text": summary}]
+    return update
 
 
 def plan_update(view: PlanView) -> dict[str, Any]:

@@ -517,9 +517,17 @@ class Protocol:
             if session.model is None:
                 await self._say(session, NO_MODEL_MESSAGE)
                 return "end_turn"
-            summary = await runner.summarize()
+            compaction_id = f"compaction-{self.config.message_ids()}"
+            summary = await runner.summarize(compaction_id)
             session.history[:] = [ContextMessage(f"Summary of the conversation so far:\n{summary}")]
-            session.record({"type": "compact", "summary": summary, "text_id": runner.last_text_id})
+            session.record(
+                {
+                    "type": "compact",
+                    "summary": summary,
+                    "text_id": runner.last_text_id,
+                    "compaction_id": compaction_id,
+                }
+            )
         return "end_turn"
 
     async def _set_title(self, session: Session, prompt: tuple[ContentBlock, ...]) -> None:

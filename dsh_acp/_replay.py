@@ -26,7 +26,7 @@ from dsh_tools import (
     ToolResultView,
 )
 
-from ._bridge import CallInfo, RenderContext, announce_call, cancelled_call, finish_call
+from ._bridge import CallInfo, RenderContext, announce_call, cancelled_call, compaction_status, finish_call
 from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
 from ._modes import PermissionState
 
@@ -88,10 +88,11 @@ def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> l
                         update["messageId"] = event[id_key]
                     updates.append(update)
         elif kind == "compact":
-            update = {
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": event.get("summary", "")},
-            }
+            summary = event.get("summary", "")
+            if render.compaction and event.get("compaction_id"):
+                updates.append(compaction_status(event["compaction_id"], "completed", summary))
+                continue
+            update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": summary}}
             if event.get("text_id"):
                 update["messageId"] = event["text_id"]
             updates.append(update)

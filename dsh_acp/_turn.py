@@ -36,10 +36,12 @@ from ._bridge import (
     ToolCallStatus,
     announce_call,
     cancelled_call,
+    compaction_status,
     finish_call,
     output_chunk,
     permission_tool_call,
     status_update,
+    summary_chunk,
     wire_block,
 )
 from ._coalesce import CoalescePolicy, OutputCoalescer
@@ -151,11 +153,29 @@ class TurnRunner:
             await self._run_tools(message.tool_calls)
         return "max_turn_requests"
 
-    async def summarize(self) -> str:
+    async def summarize(self, compaction_id: str) -> str:
         """Ask the model (without tools) to summarize the conversation; the summary streams to
-        the user as an agent message and is returned. The conversation itself is left alone."""
+        the user (as a compaction for clients that show them, else as an agent message) and is
+        returned. The conversation itself is left alone."""
+        session = self.session
+        shown = session.render.compaction
         instruction = UserMessage((TextBlock(text=COMPACT_INSTRUCTION),))
-        message, _ = await self._model_step(extra=(instruction,), with_tools=False, keep=False)
+        if shown:
+            await session.send(compaction_status(compaction_id, "in_progress"))
+        try:
+            message, _ = await self._model_step(
+                extra=(instruction,), with_tools=False, keep=False, compaction_id=compaction_id
+            )
+        except BaseException as error:
+            if shown:  # close the compaction the client is showing, whatever stopped it
+                status: Literal["failed", "cancelled"] = (
+                    "failed" if isinstance(error, Exception) else "cancelled"
+                )
+                with anyio.CancelScope(shield=True):
+                    await session.send(compaction_status(compaction_id, status))
+            raise
+        if shown:
+            await session.send(compaction_status(compaction_id, "completed"))
         usage = self.last_usage
         if usage is not None and usage.context_window:
             # The request's own usage measured the long conversation being summarized; what is
@@ -164,7 +184,12 @@ class TurnRunner:
         return message.text
 
     async def _model_step(
-        self, extra: Sequence[Message] = (), *, with_tools: bool = True, keep: bool = True
+        self,
+        extra: Sequence[Message] = (),
+        *,
+        with_tools: bool = True,
+        keep: bool = True,
+        compaction_id: str | None = None,
     ) -> tuple[AssistantMessage, FinishReason]:
         session = self.session
         assert session.model is not None
@@ -186,11 +211,15 @@ class TurnRunner:
             async for event in session.model.stream(request):
                 if type(event) is TextDelta:
                     text.append(event.text)
+                    message_id = ids.get("text") or ids.setdefault("text", self._new_id())
+                    if compaction_id is not None:
+                        await send(summary_chunk(event.text, message_id, compaction_id, session.render))
+                        continue
                     await send(
                         {
                             "sessionUpdate": "agent_message_chunk",
                             "content": {"type": "text", "text": event.text},
-                            "messageId": ids.get("text") or ids.setdefault("text", self._new_id()),
+                            "messageId": message_id,
                         }
                     )
                 elif type(event) is ReasoningDelta:
