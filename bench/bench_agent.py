@@ -33,8 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _child import NdjsonChild
 from _stats import report
 
 HERE = Path(__file__).resolve().parent
@@ -103,90 +103,11 @@ def write_script(path: Path, turns: list[list[str]]) -> None:
 # -- the client -------------------------------------------------------------------------------
 
 
-class AgentProcess:
-    """One agent child, spoken to over NDJSON on its stdin/stdout."""
+class AgentProcess(NdjsonChild):
+    """One agent child with the benches' environment."""
 
     def __init__(self, command: list[str], cwd: str) -> None:
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, cwd=cwd, env=ENV
-        )
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.pid = self.proc.pid
-        self._in = self.proc.stdin.fileno()
-        self._out = self.proc.stdout.fileno()
-        self._buffer = b""
-        self._lines: deque[bytes] = deque()  # read but not yet consumed
-        self._next_id = 0
-        self._cpu_clock = ((~self.pid) << 3) | 2  # Linux: CPUCLOCK_SCHED of the whole process
-
-    def send(self, message: dict[str, Any]) -> None:
-        data = orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
-        while data:
-            data = data[os.write(self._in, data) :]
-
-    def request(self, method: str, params: Any) -> int:
-        request_id = self._next_id
-        self._next_id += 1
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        return request_id
-
-    def lines(self) -> Iterator[bytes]:
-        """The agent's lines as they arrive (1 MiB reads); stop iterating at any point, the rest stays."""
-        pending = self._lines
-        while True:
-            while pending:
-                yield pending.popleft()
-            data = os.read(self._out, 1 << 20)
-            if not data:
-                raise RuntimeError(f"agent exited early: {self.stderr()}")
-            lines = (self._buffer + data).split(b"\n")
-            self._buffer = lines.pop()
-            pending.extend(lines)
-
-    def call(self, method: str, params: Any) -> Any:
-        """Send a request and return its result (notifications in between are skipped)."""
-        request_id = self.request(method, params)
-        for line in self.lines():
-            message = orjson.loads(line)
-            if message.get("id") == request_id and "method" not in message:
-                if "error" in message:
-                    raise RuntimeError(f"{method} failed: {message['error']}")
-                return message["result"]
-        raise AssertionError("unreachable")
-
-    def cpu_seconds(self) -> float:
-        """The agent's CPU time so far, all threads (dead ones included), in seconds."""
-        try:
-            return time.clock_gettime(self._cpu_clock)
-        except OSError:  # not Linux's clock ids: /proc's utime + stime, in clock ticks
-            with open(f"/proc/{self.pid}/stat") as file:
-                fields = file.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def status_kib(self, key: str) -> int:
-        with open(f"/proc/{self.pid}/status") as file:
-            for line in file:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-        raise KeyError(key)
-
-    def stderr(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read().decode(errors="replace")[-2000:]
-
-    def close(self) -> None:
-        """Close stdin (the agent's cue to exit) and reap it."""
-        try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()  # type: ignore[union-attr]
-        self._stderr.close()
+        super().__init__(command, cwd, ENV)
 
 
 def new_session(agent: AgentProcess, cwd: str) -> str:

@@ -33,11 +33,9 @@ import argparse
 import hashlib
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _child import NdjsonChild
 from _stats import report
 
 CALL_ID = "call_spew"
@@ -180,33 +179,8 @@ def serve_bare(total: int, size: int) -> int:
 # -- the client --------------------------------------------------------------------------------------
 
 
-class Child:
-    """An agent process spoken to over NDJSON."""
-
-    def __init__(self, command: list[str], cwd: str, env: dict[str, str] | None = None) -> None:
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
-        self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, cwd=cwd, env=env
-        )
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.pid = self.proc.pid
-        self._in = self.proc.stdin.fileno()
-        self._out = self.proc.stdout.fileno()
-        self._buffer = b""
-        self._lines: deque[bytes] = deque()  # read but not yet consumed
-        self._next_id = 0
-
-    def send(self, message: dict[str, Any]) -> None:
-        data = orjson.dumps({"jsonrpc": "2.0", **message}, option=orjson.OPT_APPEND_NEWLINE)
-        while data:
-            data = data[os.write(self._in, data) :]
-
-    def request(self, method: str, params: Any) -> int:
-        request_id = self._next_id
-        self._next_id += 1
-        self.send({"id": request_id, "method": method, "params": params})
-        return request_id
+class Child(NdjsonChild):
+    """An agent process spoken to over NDJSON, answering its permission requests."""
 
     def answer(self, request: dict[str, Any]) -> None:
         """Answer a request of the agent's: allow a permission once; anything else is unknown."""
@@ -218,59 +192,6 @@ class Child:
         else:
             error = {"code": -32601, "message": f"Method not found: {request['method']}"}
             self.send({"id": request["id"], "error": error})
-
-    def messages(self) -> Iterator[dict[str, Any]]:
-        """The agent's messages, parsed, as they arrive; stop iterating at any point, the rest stays."""
-        pending = self._lines
-        while True:
-            while pending:
-                yield orjson.loads(pending.popleft())
-            data = os.read(self._out, 1 << 20)
-            if not data:
-                self._stderr.seek(0)
-                raise RuntimeError("agent exited early: " + self._stderr.read().decode()[-2000:])
-            lines = (self._buffer + data).split(b"\n")
-            self._buffer = lines.pop()
-            pending.extend(lines)
-
-    def call(self, method: str, params: Any) -> Any:
-        request_id = self.request(method, params)
-        for message in self.messages():
-            if message.get("id") == request_id and "method" not in message:
-                assert "error" not in message, message
-                return message["result"]
-        raise AssertionError("unreachable")
-
-    def status_kib(self, key: str) -> int:
-        with open(f"/proc/{self.pid}/status") as file:
-            for line in file:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-        raise KeyError(key)
-
-    def reset_peak(self) -> bool:
-        """Reset VmHWM to the current RSS (Linux ≥ 4.0); False if not allowed."""
-        try:
-            with open(f"/proc/{self.pid}/clear_refs", "w") as file:
-                file.write("5")
-        except OSError:
-            return False
-        return True
-
-    def cpu_seconds(self) -> float:
-        return time.clock_gettime(((~self.pid) << 3) | 2)  # Linux: the whole process's CPU clock
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
-        self._stderr.close()
 
 
 def one_run(
