@@ -89,43 +89,16 @@ class _ServerProcess:
 def _spawn(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str]) -> _ServerProcess:
     """Start ``argv`` leading a new session, under both guards (``OSError`` if either fails)."""
     # Lazily: the reaper starts with the first server, and a session without one pays nothing.
-    from reference_tools.processes import parent_death_preexec, register_group
+    from reference_tools.processes import spawn_group
 
-    # Bound in the parent, in this (the event loop's, long-lived) thread: Linux sends the
-    # parent-death signal when the spawning thread ends.
-    preexec = parent_death_preexec()
     in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    ours = (in_w, out_r, err_r)
     try:
-        popen = subprocess.Popen(
-            argv,
-            stdin=in_r,
-            stdout=out_w,
-            stderr=err_w,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
+        popen, out_r, err_r = spawn_group(argv, cwd=cwd, env=env, stdin=in_r)
     except BaseException:
-        for fd in ours:
-            os.close(fd)
+        os.close(in_w)
         raise
     finally:
-        for fd in (in_r, out_w, err_w):
-            os.close(fd)
-    try:
-        register_group(popen.pid)
-    except BaseException:
-        # No reaper, no guarantee that the server's tree dies with the agent: do not run it.
-        _signal_group(popen.pid, signal.SIGKILL)
-        with suppress(subprocess.TimeoutExpired):
-            popen.wait(_KILL_WAIT_S)
-        for fd in ours:
-            os.close(fd)
-        raise
+        os.close(in_r)
     return _ServerProcess(popen, in_w, out_r, err_r)
 
 

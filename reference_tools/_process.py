@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 
-__all__ = ["ProcessGroup", "signal_name"]
+__all__ = ["ProcessGroup", "signal_name", "spawn_group"]
 
 _log = logging.getLogger("reference_tools.bash")
 
@@ -158,6 +158,52 @@ def _die_with_parent(prctl: Callable[..., int], parent: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def spawn_group(
+    argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], stdin: int
+) -> tuple[subprocess.Popen[bytes], int, int]:
+    """Start ``argv`` leading a new process group under both guards: the parent-death signal and
+    the reaper. Returns the process and the read ends of its stdout and stderr pipes (``stdin`` is
+    a file descriptor, or ``subprocess.DEVNULL``). ``OSError`` when it cannot start or cannot be
+    guarded; a process that cannot be guarded is killed rather than left to outlive the agent.
+
+    Call it from a long-lived thread (the event loop's): Linux sends the parent-death signal when
+    the spawning *thread* ends.
+    """
+    preexec = _parent_death_preexec()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=stdin,
+            stdout=out_w,
+            stderr=err_w,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    except BaseException:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    try:
+        _reaper.register(proc.pid)  # no await before this: no window leaves the group uncovered
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    return proc, out_r, err_r
+
+
 def signal_name(returncode: int | None) -> str | None:
     """``"SIGTERM"`` for a process killed by SIGTERM (a negative return code), else ``None``."""
     if returncode is None or returncode >= 0:
@@ -208,28 +254,7 @@ class ProcessGroup:
         Call it from a long-lived thread (the event loop's): Linux sends the parent-death signal
         when the spawning *thread* ends, so a worker thread would kill the command early.
         """
-        preexec = _parent_death_preexec()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                cwd=cwd,
-                env=env,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
-        except BaseException:
-            os.close(out_r)
-            os.close(err_r)
-            raise
-        finally:
-            os.close(out_w)
-            os.close(err_w)
-        _reaper.register(proc.pid)
+        proc, out_r, err_r = spawn_group(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
         return cls(proc, out_r, err_r)

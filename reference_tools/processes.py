@@ -9,7 +9,7 @@ Nothing runs in the agent when it is SIGKILLed, so two guards act from outside i
   kernel closes when the agent dies), reaching the grandchildren a parent-death signal cannot. A
   normal exit closes the pipe too, so what still runs dies then as well.
 
-The pattern::
+The pattern (``spawn_group`` does the first two lines, with stdout/stderr pipes)::
 
     proc = subprocess.Popen(argv, start_new_session=True, preexec_fn=parent_death_preexec())
     register_group(proc.pid)  # a session leader's group id is its pid; no await before this
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._process import _group_alive, _parent_death_preexec, _reaper
+from ._process import _group_alive, _parent_death_preexec, _reaper, spawn_group
 
-__all__ = ["group_alive", "parent_death_preexec", "register_group", "unregister_group"]
+__all__ = ["group_alive", "parent_death_preexec", "register_group", "spawn_group", "unregister_group"]
 
 
 def parent_death_preexec() -> Callable[[], None] | None:

@@ -44,6 +44,27 @@ class Wire:
             self.methods[message["id"]] = message["method"]
         await self.send_raw(orjson.dumps(message) + b"\n")
 
+    async def request(self, request_id: int | str, method: str, params: Any) -> None:
+        await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+    async def new_session_and_prompt(self, cwd: Path, text: str) -> str:
+        """Open a session (id 1), send it a prompt (id 2); the session id."""
+        await self.request(1, "session/new", {"cwd": str(cwd), "mcpServers": []})
+        sid: str = (await self.line())["result"]["sessionId"]
+        await self.request(
+            2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+        )
+        return sid
+
+    async def close_stdin_and_wait(self) -> tuple[int, float]:
+        """End the agent's input; its exit code and how long it took to exit."""
+        assert self.process.stdin is not None
+        await self.process.stdin.aclose()
+        started = time.monotonic()
+        with anyio.fail_after(5):
+            code = await self.process.wait()
+        return code, time.monotonic() - started
+
     async def line(self) -> dict[str, Any]:
         assert self.process.stdout is not None
         with anyio.fail_after(10):
@@ -164,29 +185,11 @@ async def test_malformed_input_table(wire: Wire) -> None:
 
 
 async def test_ids_are_echoed_and_the_agent_exits_on_eof(wire: Wire, tmp_path: Path) -> None:
-    await wire.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+    await wire.request(0, "initialize", {"protocolVersion": 1})
     assert (await wire.line())["id"] == 0
-    await wire.send(
-        {"jsonrpc": "2.0", "id": "str-id", "method": "initialize", "params": {"protocolVersion": 1}}
-    )
+    await wire.request("str-id", "initialize", {"protocolVersion": 1})
     assert (await wire.line())["id"] == "str-id"
-    await wire.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "session/new",
-            "params": {"cwd": str(tmp_path), "mcpServers": []},
-        }
-    )
-    sid = (await wire.line())["result"]["sessionId"]
-    await wire.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]},
-        }
-    )
+    sid = await wire.new_session_and_prompt(tmp_path, "hi")
     updates = []
     while "method" in (line := await wire.line()):
         updates.append(line)
@@ -194,13 +197,9 @@ async def test_ids_are_echoed_and_the_agent_exits_on_eof(wire: Wire, tmp_path: P
     assert all(u["method"] == "session/update" and u["params"]["sessionId"] == sid for u in updates)
     kinds = [u["params"]["update"]["sessionUpdate"] for u in updates]
     assert kinds == ["available_commands_update", "agent_message_chunk", "session_info_update"]
-    assert wire.process.stdin is not None
-    started = time.monotonic()
-    await wire.process.stdin.aclose()
-    with anyio.fail_after(5):
-        code = await wire.process.wait()
+    code, seconds = await wire.close_stdin_and_wait()
     assert code == 0
-    assert time.monotonic() - started < 1.0
+    assert seconds < 1.0
 
 
 async def test_eof_during_a_running_turn_exits_promptly(acp_schema: AcpSchema, tmp_path: Path) -> None:
@@ -211,29 +210,10 @@ async def test_eof_during_a_running_turn_exits_promptly(acp_schema: AcpSchema, t
     )
     async with process:
         wire = Wire(process, acp_schema)
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "session/new",
-                "params": {"cwd": str(tmp_path), "mcpServers": []},
-            }
-        )
-        sid = (await wire.line())["result"]["sessionId"]
-        await wire.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "session/prompt",
-                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]},
-            }
-        )
-        assert process.stdin is not None
-        await process.stdin.aclose()
-        started = time.monotonic()
-        with anyio.fail_after(5):
-            assert await process.wait() == 0
-        assert time.monotonic() - started < 1.0
+        await wire.new_session_and_prompt(tmp_path, "x")
+        code, seconds = await wire.close_stdin_and_wait()
+        assert code == 0
+        assert seconds < 1.0
 
 
 def test_cli_version_and_bad_script(tmp_path: Path) -> None:

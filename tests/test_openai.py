@@ -79,6 +79,15 @@ async def collect(model: OpenAIModel, request: ModelRequest = REQUEST) -> list[M
         return [event async for event in events]
 
 
+async def stream_once(server: FakeOpenAI, request: ModelRequest = REQUEST) -> list[ModelEvent]:
+    """One response from a fresh model on ``server``'s default settings, the model closed after."""
+    model = OpenAIModel(settings_for(server))
+    try:
+        return await collect(model, request)
+    finally:
+        await model.aclose()
+
+
 async def collect_until_error(
     model: OpenAIModel, request: ModelRequest = REQUEST
 ) -> tuple[list[ModelEvent], ModelError]:
@@ -105,11 +114,7 @@ async def test_streams_reasoning_text_usage_and_finish() -> None:
         chunk(usage=(1200, 34), choices=False),
     )
     async with FakeOpenAI([reply]) as server:
-        model = OpenAIModel(settings_for(server))
-        try:
-            events = await collect(model)
-        finally:
-            await model.aclose()
+        events = await stream_once(server)
     assert events == [
         ReasoningDelta("Think"),
         ReasoningDelta("ing."),
@@ -232,11 +237,7 @@ async def test_tool_call_deltas_are_assembled_by_index() -> None:
         chunk(usage=(10, 20), choices=False),
     )
     async with FakeOpenAI([reply]) as server:
-        model = OpenAIModel(settings_for(server))
-        try:
-            events = await collect(model)
-        finally:
-            await model.aclose()
+        events = await stream_once(server)
     assert events == [
         TextDelta("Reading both."),
         ToolCallRequest("call_a", "read", '{"path": "a.py"}'),
@@ -260,11 +261,7 @@ async def test_sse_split_anywhere_with_comments_and_crlf() -> None:
     # Every 7 bytes: lines, CRLFs and UTF-8 sequences all fall across chunk boundaries.
     pieces = [body[i : i + 7] for i in range(0, len(body), 7)]
     async with FakeOpenAI([Reply(chunks=pieces)]) as server:
-        model = OpenAIModel(settings_for(server))
-        try:
-            events = await collect(model)
-        finally:
-            await model.aclose()
+        events = await stream_once(server)
     assert events == [TextDelta("h\u00e9llo "), TextDelta("w\u00f6rld"), Usage(3, 4, 131072), Finish("stop")]
 
 
@@ -274,11 +271,7 @@ async def test_sse_split_anywhere_with_comments_and_crlf() -> None:
 )
 async def test_finish_reasons_are_mapped(sent: str, expected: str) -> None:
     async with FakeOpenAI([stream_reply(chunk("x"), chunk(finish=sent))]) as server:
-        model = OpenAIModel(settings_for(server))
-        try:
-            events = await collect(model)
-        finally:
-            await model.aclose()
+        events = await stream_once(server)
     assert events[-1] == Finish(expected)  # type: ignore[arg-type]
 
 
@@ -287,11 +280,7 @@ async def test_cut_off_tool_calls_are_dropped() -> None:
         chunk(tool_calls=[tool_delta(0, id="c", name="read", arguments='{"pa')]), chunk(finish="length")
     )
     async with FakeOpenAI([reply]) as server:
-        model = OpenAIModel(settings_for(server))
-        try:
-            events = await collect(model)
-        finally:
-            await model.aclose()
+        events = await stream_once(server)
     assert events == [Finish("length")]
 
 
@@ -300,11 +289,7 @@ async def test_tool_calls_with_stop_finish_count_as_tool_calls() -> None:
         chunk(tool_calls=[tool_delta(0, id="c", name="ls", arguments="{}")]), chunk(finish="stop")
     )
     async with FakeOpenAI([reply]) as server:
-        model = OpenAIModel(settings_for(server))
-        try:
-            events = await collect(model)
-        finally:
-            await model.aclose()
+        events = await stream_once(server)
     assert events == [ToolCallRequest("c", "ls", "{}"), Finish("tool_calls")]
 
 
@@ -505,11 +490,7 @@ async def test_stream_closed_without_done_or_finish() -> None:
 async def test_stream_closed_after_finish_without_done_is_accepted() -> None:
     reply = Reply(chunks=sse(chunk("all", finish="stop"), done=False), chunked=False)
     async with FakeOpenAI([reply]) as server:
-        model = OpenAIModel(settings_for(server))
-        try:
-            events = await collect(model)
-        finally:
-            await model.aclose()
+        events = await stream_once(server)
     assert events == [TextDelta("all"), Finish("stop")]
 
 
