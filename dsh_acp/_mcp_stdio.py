@@ -280,8 +280,12 @@ class StdioServerProcess:
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 await stdin.send(data.encode() + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            # The server stopped reading: nothing sent to it will be answered.
-            self._end("it stopped reading its input")
+            # The server stopped reading: nothing sent to it will be answered. A server that exited
+            # closes its input too: then its exit is the cause to report, whichever pipe noticed
+            # first.
+            process = self._process
+            exited = process is not None and await _exited(process, _SETTLE_S)
+            self._end("it exited" if exited else "it stopped reading its input")
             to_session.close()
         finally:
             receive.close()
