@@ -96,6 +96,10 @@ class Agent:
         if not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: initialize takes an object")
         version = params.get("protocolVersion")
+        if type(version) is str:
+            # A version that is not a number (some clients send "1", or a date) is version 0, the
+            # Rust reference library's rule: we answer with ours and the client decides.
+            version = 0
         if type(version) is not int or not 0 <= version <= 65535:
             raise RpcError(
                 INVALID_PARAMS,

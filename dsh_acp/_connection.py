@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeGuard
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
+from ._brief import brief
 from ._framing import DEFAULT_MAX_MESSAGE_BYTES, Frame, FrameDecoder, FrameError, encode_message
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class RpcError(Exception):
         self.data = data
 
     def __repr__(self) -> str:
-        return f"RpcError({self.code}, {self.message!r}, {self.data!r})"
+        return f"RpcError({self.code}, {brief(self.message)}, {brief(self.data)})"
 
     def to_error_object(self) -> dict[str, Any]:
         """The ``error`` member of a response (the message folded to one line)."""
@@ -388,15 +389,23 @@ class Connection:
             try:
                 data = await receive(read_size)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                frames = self._decoder.close()
-                for frame in frames:
-                    self._on_frame(frame)
+                for frame in self._decoder.close():
+                    self._on_frame_guarded(frame)
                 logger.debug("end of input")
                 return
             for frame in feed(data):
-                self._on_frame(frame)
+                try:
+                    self._on_frame(frame)
+                except Exception:
+                    _frame_failed()
 
     # -- incoming ---------------------------------------------------------------------------------
+
+    def _on_frame_guarded(self, frame: Frame) -> None:
+        try:
+            self._on_frame(frame)
+        except Exception:
+            _frame_failed()
 
     def _on_frame(self, frame: Frame) -> None:
         if isinstance(frame, FrameError):
@@ -439,7 +448,7 @@ class Connection:
 
     def _on_request(self, request_id: RequestId, method: str, params: Any) -> None:
         if request_id in self._incoming:
-            self._reply_invalid(request_id, f"request id {request_id!r} is already in use")
+            self._reply_invalid(request_id, f"request id {brief(request_id, 60)} is already in use")
             return
         try:
             awaitable = self._dispatcher.on_request(method, params, request_id)
@@ -449,7 +458,8 @@ class Connection:
         entry = _Incoming(request_id, method)
         self._incoming[request_id] = entry
         assert self._handlers is not None
-        self._handlers.start_soon(self._run_request, entry, awaitable, name=f"rpc {method} {request_id!r}")
+        name = f"rpc {method} {brief(request_id, 60)}"
+        self._handlers.start_soon(self._run_request, entry, awaitable, name=name)
 
     async def _run_request(self, entry: _Incoming, awaitable: Awaitable[Any]) -> None:
         response: bytes | None = None
@@ -502,7 +512,7 @@ class Connection:
         request_id = params.get("requestId") if type(params) is dict else None
         entry = self._incoming.get(request_id) if type(request_id) is int or type(request_id) is str else None
         if entry is None:
-            logger.debug("%s for no running request: %r", CANCEL_REQUEST_METHOD, params)
+            logger.debug("%s for no running request: %s", CANCEL_REQUEST_METHOD, brief(params))
             return
         entry.scope.cancel()
 
@@ -520,14 +530,14 @@ class Connection:
             self._reply_invalid(None, '"error" must be an object with integer "code" and string "message"')
             return
         if request_id is None and error is not None:
-            logger.warning("peer reported an error: %r", error)
+            logger.warning("peer reported an error: %s", brief(error))
             return
         if not _is_id(request_id):
             self._reply_invalid(None, '"id" must be an integer or a string')
             return
         waiter = self._outgoing.pop(request_id, None) if type(request_id) is int else None
         if waiter is None:
-            logger.warning("response to no pending request: id %r", request_id)
+            logger.warning("response to no pending request: id %s", brief(request_id))
             return
         if error is not None:
             waiter.error = RpcError(error["code"], error["message"], error.get("data"))
@@ -551,7 +561,9 @@ class Connection:
         try:
             return encode_message({"jsonrpc": "2.0", "id": request_id, "result": result})
         except TypeError as exc:
-            logger.error("result of %s (id %r) is not JSON-serializable", method, request_id, exc_info=exc)
+            logger.error(
+                "result of %s (id %s) is not JSON-serializable", method, brief(request_id), exc_info=exc
+            )
             return _error_bytes(request_id, INTERNAL_ERROR, "Internal error")
 
     def _error_response(self, request_id: RequestId, method: str, exc: Exception) -> bytes:
@@ -561,13 +573,24 @@ class Connection:
             error = _invalid_params(exc)
         else:
             if not isinstance(exc, ConnectionClosed):  # shutting down: nobody to answer anyway
-                logger.error("%s (id %r) failed", method, request_id, exc_info=exc)
+                logger.error("%s (id %s) failed", method, brief(request_id), exc_info=exc)
             return _error_bytes(request_id, INTERNAL_ERROR, "Internal error")
         try:
             return encode_message({"jsonrpc": "2.0", "id": request_id, "error": error})
         except TypeError as unencodable:
-            logger.error("error data of %s (id %r) is not JSON", method, request_id, exc_info=unencodable)
+            logger.error(
+                "error data of %s (id %s) is not JSON", method, brief(request_id), exc_info=unencodable
+            )
             return _error_bytes(request_id, error["code"], error["message"])
+
+
+def _frame_failed() -> None:
+    # A bug in handling one message must not end the read loop (and so the agent): it is logged and
+    # the next message is read. Even the logging is guarded, since the failure may be in logging.
+    try:
+        logger.exception("handling a message failed; the message is dropped")
+    except Exception:
+        pass
 
 
 def _error_bytes(request_id: RequestId | None, code: int, message: str) -> bytes:
@@ -617,11 +640,11 @@ def _discard_unstarted(awaitable: Awaitable[Any]) -> None:
 
 def _log_notification_error(method: str, exc: Exception) -> None:
     if isinstance(exc, RpcError | ConnectionClosed):
-        logger.debug("notification %s: %r", method, exc)
+        logger.debug("notification %s: %s", brief(method), brief(exc))
     elif _is_validation_error(exc):  # the peer's mistake, not ours: no traceback
-        logger.warning("notification %s: %s", method, _invalid_params(exc)["message"])
+        logger.warning("notification %s: %s", brief(method), brief(_invalid_params(exc)["message"]))
     else:
-        logger.error("notification %s failed", method, exc_info=exc)
+        logger.error("notification %s failed", brief(method), exc_info=exc)
 
 
 def _is_validation_error(exc: Exception) -> TypeGuard[ValidationError]:

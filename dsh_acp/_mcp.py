@@ -53,6 +53,7 @@ from dsh_tools import (
     ToolRegistry,
 )
 
+from ._brief import brief
 from ._config import VERSION
 from ._mcp_stdio import StdioServerProcess
 from ._wire import McpServerStdio
@@ -409,7 +410,7 @@ class _Server:
         self._wake.set()
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
-        _log.info('MCP server "%s" (%s): %s', self.name, params.level, params.data)
+        _log.info('MCP server "%s" (%s): %s', self.name, brief(params.level), brief(params.data))
 
     async def _exit_detail(self) -> str:
         return "" if self.process is None else await self.process.exit_detail()

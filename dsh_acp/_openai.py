@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import orjson
 
+from ._brief import brief
 from ._config import VERSION
 from ._model import (
     AssistantMessage,
@@ -643,10 +644,10 @@ def _detail(document: Any) -> str:
             message = error.get("message") or error.get("detail") or error.get("msg")
             if isinstance(message, str):
                 return _one_line(message)
-            return _one_line(orjson.dumps(error).decode())
+            return _one_line(brief(error, _DETAIL_CHARS))
         if isinstance(error, str):
             return _one_line(error)
-    return _one_line(str(document))
+    return _one_line(brief(document, _DETAIL_CHARS))
 
 
 def _one_line(text: str) -> str:

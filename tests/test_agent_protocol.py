@@ -30,10 +30,22 @@ async def test_initialize_negotiates_version_and_advertises(acp_schema: AcpSchem
     client.assert_valid()
 
 
-async def test_initialize_rejects_bad_version(acp_schema: AcpSchema) -> None:
+@pytest.mark.parametrize("version", ["1", "one", "", "2025-01-13"])
+async def test_initialize_takes_a_string_version_as_version_0(acp_schema: AcpSchema, version: str) -> None:
+    # A version that cannot be parsed as an integer is version 0 (the Rust reference library's rule):
+    # answered with the version we speak, and the client decides.
+    async with AcpClient.in_memory(scripted([]), schema=acp_schema) as client:
+        result = await client.request("initialize", {"protocolVersion": version})
+        assert result["protocolVersion"] == 1
+        assert result["agentInfo"]["name"] == "dsh-acp"
+    client.assert_valid()
+
+
+@pytest.mark.parametrize("version", [None, 1.5, -1, 65536, True, [1], {"v": 1}])
+async def test_initialize_rejects_a_version_that_is_no_version(acp_schema: AcpSchema, version: Any) -> None:
     async with AcpClient.in_memory(scripted([]), schema=acp_schema) as client:
         with pytest.raises(RpcError) as info:
-            await client.request("initialize", {"protocolVersion": "one"})
+            await client.request("initialize", {"protocolVersion": version})
         assert info.value.code == -32602
         assert (await client.initialize())["protocolVersion"] == 1
     client.assert_valid()

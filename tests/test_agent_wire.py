@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -128,8 +129,8 @@ MALFORMED: list[tuple[str, bytes, tuple[Any, int] | None]] = [
         (14, -32602),
     ),
     (
-        "initialize with string version",
-        b'{"jsonrpc":"2.0","id":15,"method":"initialize","params":{"protocolVersion":"1"}}\n',
+        "initialize with a float version",
+        b'{"jsonrpc":"2.0","id":15,"method":"initialize","params":{"protocolVersion":1.5}}\n',
         (15, -32602),
     ),
     (
@@ -184,6 +185,13 @@ async def test_malformed_input_table(wire: Wire) -> None:
         assert "result" in probe, f"{label}: agent stopped serving: {probe}"
 
 
+async def test_initialize_with_a_string_version_is_answered_with_ours(wire: Wire) -> None:
+    await wire.request(15, "initialize", {"protocolVersion": "1", "clientCapabilities": {}})
+    answer = await wire.line()
+    assert answer["id"] == 15
+    assert answer["result"]["protocolVersion"] == 1
+
+
 async def test_ids_are_echoed_and_the_agent_exits_on_eof(wire: Wire, tmp_path: Path) -> None:
     await wire.request(0, "initialize", {"protocolVersion": 1})
     assert (await wire.line())["id"] == 0
@@ -234,3 +242,77 @@ def test_cli_version_and_bad_script(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert "turns[0][0].text must be a string or a list of strings" in run.stderr
     assert run.stdout == ""
+
+
+def _nested(depth: int, leaf: bytes = b"1") -> bytes:
+    return b"[" * depth + leaf + b"]" * depth
+
+
+def _deep_object(depth: int) -> bytes:
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def _null_id_error(data: bytes, message: bytes = b"x") -> bytes:
+    error = b'{"code":1,"message":"' + message + b'","data":' + data + b"}"
+    return b'{"jsonrpc":"2.0","id":null,"error":' + error + b"}\n"
+
+
+def _cancel_request(request_id: bytes) -> bytes:
+    return b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":' + request_id + b"}}\n"
+
+
+HUGE = b'"' + b"i" * (4 << 20) + b'"'
+
+# Frames whose values reach the agent's log (stderr): deep nesting and huge values in every spot a
+# peer value is logged. Each must leave one bounded stderr line at most, and the agent serving.
+LOGGED: list[tuple[str, bytes]] = [
+    ("error with null id, data nested 972 deep", _null_id_error(_nested(972))),
+    ("error with null id, data object nested 1000 deep", _null_id_error(_deep_object(1000))),
+    ("error with null id, 4 MiB message", _null_id_error(b"1", b"m" * (4 << 20))),
+    ("response to a 4 MiB id", b'{"jsonrpc":"2.0","id":' + HUGE + b',"result":{}}\n'),
+    (
+        "error response to a 4 MiB id",
+        b'{"jsonrpc":"2.0","id":' + HUGE + b',"error":{"code":1,"message":"x","data":' + _nested(900) + b"}}"
+        b"\n",
+    ),
+    ("$/cancel_request with deep params", _cancel_request(_nested(1000))),
+    ("$/cancel_request with a 4 MiB id", _cancel_request(HUGE)),
+    ("unknown notification, 4 MiB method", b'{"jsonrpc":"2.0","method":' + HUGE + b"}\n"),
+    ("unknown request, 4 MiB method", b'{"jsonrpc":"2.0","id":3,"method":' + HUGE + b"}\n"),
+    (
+        "session/cancel, deep params",
+        b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":' + _nested(1000) + b"}}\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("level", ["warning", "debug"])
+async def test_peer_values_are_logged_bounded(acp_schema: AcpSchema, tmp_path: Path, level: str) -> None:
+    process = await anyio.open_process(
+        [sys.executable, "-m", "dsh_acp", "--log-level", level], stderr=subprocess.PIPE
+    )
+    stderr = bytearray()
+
+    async def drain() -> None:
+        assert process.stderr is not None
+        async for chunk in process.stderr:
+            stderr.extend(chunk)
+
+    async with process, anyio.create_task_group() as group:
+        group.start_soon(drain)
+        wire = Wire(process, acp_schema)
+        sent = 0
+        for label, raw in LOGGED:
+            await wire.send_raw(raw)
+            sent += len(raw)
+            await wire.send(INIT)
+            probe = await wire.line()
+            if probe.get("id") == 3:  # the unknown request is answered (-32601) before the probe
+                probe = await wire.line()
+            assert probe.get("id") == "probe", f"{label}: agent stopped serving: {probe}"
+            assert "result" in probe, label
+        code, _ = await wire.close_stdin_and_wait()
+        assert code == 0
+    lines = bytes(stderr).splitlines()
+    assert max((len(line) for line in lines), default=0) <= 1024, max(lines, key=len)[:300]
+    assert len(stderr) <= 64 * 1024, f"{len(stderr)} bytes of stderr for {sent} bytes of input"

@@ -862,3 +862,41 @@ async def test_late_response_is_logged(caplog: pytest.LogCaptureFixture) -> None
         await peer.send_raw(PING)
         assert await peer.receive() == PONG
     assert any("no pending request" in r.getMessage() for r in caplog.records)
+
+
+class _RaisingHandler(logging.Handler):
+    """A log handler that fails the way a recursing ``repr`` does inside logging (which re-raises
+    ``RecursionError`` to the caller instead of reporting it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+
+async def test_a_failure_while_logging_never_ends_the_read_loop() -> None:
+    handler = _RaisingHandler()
+    log = logging.getLogger("dsh_acp.connection")
+    log.addHandler(handler)
+    try:
+        async with serving(Dispatch()) as (_, peer):
+            await peer.send(ok(41, "nobody asked"))  # logged as a warning, which raises
+            await peer.send_raw(b'{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"x"}}\n')
+            await peer.send_raw(PING)
+            assert await peer.receive() == PONG
+    finally:
+        log.removeHandler(handler)
+
+
+async def test_peer_values_in_log_lines_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, "dsh_acp.connection")
+    deep = b"[" * 1000 + b"]" * 1000
+    async with serving(Dispatch()) as (_, peer):
+        await peer.send_raw(b'{"jsonrpc":"2.0","id":"' + b"i" * 1_000_000 + b'","result":{}}\n')
+        error = b'{"code":1,"message":"x","data":' + deep + b"}"
+        await peer.send_raw(b'{"jsonrpc":"2.0","id":null,"error":' + error + b"}\n")
+        await peer.send_raw(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":' + deep + b"}\n")
+        await peer.send_raw(PING)
+        assert await peer.receive() == PONG
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("no pending request" in m for m in messages)
+    assert any("peer reported an error" in m for m in messages)
+    assert max(len(m) for m in messages) < 500
