@@ -51,6 +51,7 @@ __all__ = [
     "output_chunk",
     "permission_tool_call",
     "plan_update",
+    "raw_input",
     "relativize_title",
     "status_update",
     "summary_chunk",
@@ -194,8 +195,20 @@ def _exit_line(exit_code: int | None, signal: str | None) -> str | None:
     return None
 
 
-def _raw_input(info: CallInfo) -> Any:
-    return info.arguments
+def raw_input(info: CallInfo, presented: Any = None) -> dict[str, Any]:
+    """The call's ``rawInput``: always a JSON object, because typed clients (Toad) reject a call
+    whose ``rawInput`` is anything else, although the schema allows any value.
+
+    A presenter's object wins; else the model's arguments when they are an object; arguments
+    that did not parse go under ``"arguments"`` as the text the model sent, and a presenter's
+    non-object value under ``"input"``.
+    """
+    for value in (presented, info.arguments):
+        if isinstance(value, Mapping):
+            return dict(value)
+    if presented is not None:
+        return {"input": presented}
+    return {"arguments": info.arguments}
 
 
 def summary_chunk(text: str, message_id: str, compaction_id: str, ctx: RenderContext) -> dict[str, Any]:
@@ -238,6 +251,15 @@ def plan_update(view: PlanView) -> dict[str, Any]:
 # -- the call ------------------------------------------------------------------------------
 
 
+def _terminal_input(info: CallInfo, view: TerminalCallView) -> dict[str, Any]:
+    """A terminal card's ``rawInput``: the model's arguments (the command, its description…),
+    or, when they are not an object, the command the card shows."""
+    if isinstance(info.arguments, Mapping):
+        return dict(info.arguments)
+    described = {"description": view.description} if view.description else {}
+    return {"command": view.title, **described}
+
+
 def _call_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
     view = info.view
     fields: dict[str, Any] = {"toolCallId": info.call_id}
@@ -249,11 +271,11 @@ def _call_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
                 *_content(description),
                 {"type": "terminal", "terminalId": info.call_id},
             ]
-            fields["rawInput"] = view.title
+            fields["rawInput"] = _terminal_input(info, view)
             fields["_meta"] = {"terminal_info": {"terminal_id": info.call_id, "cwd": view.cwd or ctx.cwd}}
         else:
             fields["content"] = _content(description)
-            fields["rawInput"] = view.title
+            fields["rawInput"] = _terminal_input(info, view)
     elif isinstance(view, DiffCallView):
         fields.update(
             title=relativize_title(view.title, ctx.cwd),
@@ -267,11 +289,11 @@ def _call_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
     elif isinstance(view, GenericCallView):
         fields.update(title=relativize_title(view.title, ctx.cwd), name=info.name, kind=view.kind)
         if view.raw_input is not None:
-            fields["rawInput"] = view.raw_input
+            fields["rawInput"] = raw_input(info, view.raw_input)
         fields["content"] = _content(view.content)
         fields["locations"] = _locations(view.locations, ctx.cwd)
     else:  # no presenter, or it declined: the default generic card
-        fields.update(title=info.name, name=info.name, kind=info.kind, rawInput=_raw_input(info))
+        fields.update(title=info.name, name=info.name, kind=info.kind, rawInput=raw_input(info))
     return fields
 
 

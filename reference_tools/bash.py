@@ -212,7 +212,12 @@ def _fenced_result(result: ToolResult) -> GenericResultView:
 def _present_bash_call(args: dict[str, Any]) -> TerminalCallView | GenericCallView:
     command: str = args["command"]
     if args.get("run_in_background"):
-        return GenericCallView(title=f"{command} (background)", kind="execute", raw_input=command)
+        salient = {"command": command, "description": args.get("description"), "run_in_background": True}
+        return GenericCallView(
+            title=f"{command} (background)",
+            kind="execute",
+            raw_input={key: value for key, value in salient.items() if value is not None},
+        )
     workdir = args.get("workdir")
     cwd = workdir if isinstance(workdir, str) and os.path.isabs(workdir) else None  # else the session's
     return TerminalCallView(title=command, description=args.get("description"), cwd=cwd)
@@ -235,7 +240,9 @@ def _present_bash_result(args: dict[str, Any], result: ToolResult) -> TerminalRe
 
 def _present_task_call(title: str) -> Callable[[dict[str, Any]], GenericCallView]:
     def present(args: dict[str, Any]) -> GenericCallView:
-        return GenericCallView(title=f"{title} {args['task_id']}", kind="execute", raw_input=args["task_id"])
+        return GenericCallView(
+            title=f"{title} {args['task_id']}", kind="execute", raw_input={"task_id": args["task_id"]}
+        )
 
     return present
 

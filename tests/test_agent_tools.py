@@ -310,7 +310,7 @@ async def test_tool_failures_reach_panel_and_model(acp_schema: AcpSchema, tmp_pa
     assert by_call["e2"][0]["status"] == "pending"  # it never ran
     assert final_text("e2") == 'Error: unknown tool "no_such_tool"'
     assert final_text("e3") == 'Error: invalid arguments: "path" must be a string'
-    assert by_call["e4"][0]["rawInput"] == '{"path": "unterminated'
+    assert by_call["e4"][0]["rawInput"] == {"arguments": '{"path": "unterminated'}
     assert final_text("e4") == 'Error: invalid arguments: "arguments" must be an object'
     assert by_call["e5"][0]["title"] == "bad_view"  # the generic card
     assert by_call["e5"][-1]["status"] == "completed"

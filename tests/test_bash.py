@@ -511,14 +511,16 @@ def test_call_cards() -> None:
     assert bash.call_view({**args, "workdir": "/abs/dir"}).cwd == "/abs/dir"
     assert bash.call_view({**args, "workdir": "rel"}).cwd is None  # the bridge uses the session's
     assert bash.call_view({**args, "run_in_background": True}) == GenericCallView(
-        title="make test (background)", kind="execute", raw_input="make test"
+        title="make test (background)",
+        kind="execute",
+        raw_input={"command": "make test", "description": "Run the tests", "run_in_background": True},
     )
     assert bash.call_view({"description": "no command"}) is None  # malformed: the generic card
     assert bash_definition("bash_output").call_view({"task_id": "bg-1"}) == GenericCallView(
-        title="Output of bg-1", kind="execute", raw_input="bg-1"
+        title="Output of bg-1", kind="execute", raw_input={"task_id": "bg-1"}
     )
     assert bash_definition("bash_kill").call_view({"task_id": "bg-1"}) == GenericCallView(
-        title="Stop bg-1", kind="execute", raw_input="bg-1"
+        title="Stop bg-1", kind="execute", raw_input={"task_id": "bg-1"}
     )
 
 

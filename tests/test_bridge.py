@@ -15,6 +15,7 @@ from dsh_acp._bridge import (
     finish_call,
     output_chunk,
     permission_tool_call,
+    raw_input,
     relativize_title,
 )
 from dsh_tools import (
@@ -72,6 +73,20 @@ def test_client_capabilities_choose_the_terminal_key() -> None:
     assert RenderContext.for_client(CWD, None).terminal_key is None
 
 
+def test_raw_input_is_always_an_object() -> None:
+    assert raw_input(CallInfo("c", "x", {"a": 1})) == {"a": 1}
+    assert raw_input(CallInfo("c", "x", "[1, 2]")) == {"arguments": "[1, 2]"}
+    assert raw_input(CallInfo("c", "x", [1, 2])) == {"arguments": [1, 2]}
+    assert raw_input(CallInfo("c", "x", {"a": 1}), {"b": 2}) == {"b": 2}  # the presenter's wins
+    assert raw_input(CallInfo("c", "x", {"a": 1}), "bare") == {"a": 1}
+    assert raw_input(CallInfo("c", "x", "zz"), "bare") == {"input": "bare"}
+    for ctx in (PLAIN, TERMINAL):
+        update = announce_call(CallInfo("t", "bash", {"command": "ls"}, TERM_VIEW), "pending", ctx)
+        assert update["rawInput"] == {"command": "ls"}
+        generic = GenericCallView(title="t", raw_input="bare")
+        assert permission_tool_call(CallInfo("g", "x", "zz", generic), ctx)["rawInput"] == {"input": "bare"}
+
+
 def test_default_generic_card() -> None:
     info = CallInfo("c1", "mystery", {"a": 1}, None, "read")
     assert announce_call(info, "in_progress", PLAIN) == {
@@ -84,7 +99,7 @@ def test_default_generic_card() -> None:
         "status": "in_progress",
     }
     raw = CallInfo("c2", "mystery", '{"a": ', None)
-    assert announce_call(raw, "pending", PLAIN)["rawInput"] == '{"a": '
+    assert announce_call(raw, "pending", PLAIN)["rawInput"] == {"arguments": '{"a": '}
     assert announce_call(raw, "pending", PLAIN)["kind"] == "other"
 
 
@@ -149,11 +164,12 @@ def test_new_file_diff_has_null_old_text() -> None:
 
 
 TERM_VIEW = TerminalCallView(title="ls -la", description="List files", cwd="/work/project/sub")
+TERM_ARGS = {"command": "ls -la", "description": "List files"}
 
 
 def test_terminal_call_on_capable_clients() -> None:
     for ctx in (TERMINAL, DELTA):
-        update = announce_call(CallInfo("t1", "bash", {}, TERM_VIEW), "in_progress", ctx)
+        update = announce_call(CallInfo("t1", "bash", TERM_ARGS, TERM_VIEW), "in_progress", ctx)
         assert update == {
             "sessionUpdate": "tool_call",
             "toolCallId": "t1",
@@ -164,7 +180,7 @@ def test_terminal_call_on_capable_clients() -> None:
                 {"type": "content", "content": {"type": "text", "text": "List files"}},
                 {"type": "terminal", "terminalId": "t1"},
             ],
-            "rawInput": "ls -la",
+            "rawInput": {"command": "ls -la", "description": "List files"},
             "_meta": {"terminal_info": {"terminal_id": "t1", "cwd": "/work/project/sub"}},
             "status": "in_progress",
         }
@@ -235,15 +251,12 @@ def test_failed_terminal_without_a_result_view_uses_the_error_text() -> None:
         content=(text('Error: invalid arguments: "command" must be a string'),), is_error=True
     )
     chunk, last = finish_call(info, result, None, TERMINAL)
-    assert (
-        chunk["_meta"]["terminal_output"]["data"]
-        == '[invalid arguments: "command" must be a string]\n'
-    )
+    assert chunk["_meta"]["terminal_output"]["data"] == '[invalid arguments: "command" must be a string]\n'
     assert last["status"] == "failed"
 
 
 def test_terminal_fallback_for_plain_clients_is_fenced() -> None:
-    info = CallInfo("t1", "bash", {}, TERM_VIEW)
+    info = CallInfo("t1", "bash", "not json", TERM_VIEW)  # the card's command stands in
     call = announce_call(info, "in_progress", PLAIN)
     assert call == {
         "sessionUpdate": "tool_call",
@@ -252,7 +265,7 @@ def test_terminal_fallback_for_plain_clients_is_fenced() -> None:
         "name": "bash",
         "kind": "execute",
         "content": [{"type": "content", "content": {"type": "text", "text": "List files"}}],
-        "rawInput": "ls -la",
+        "rawInput": {"command": "ls -la", "description": "List files"},
         "status": "in_progress",
     }
     output = "# not a heading\n``` fake fence\n````\n"

@@ -6,12 +6,21 @@ must give the golden. ``pytest --update-golden`` rewrites goldens and prints wha
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 
 import orjson
 import pytest
 
-from dsh_acp.testing import AcpSchema, Scenario, discover_scenarios, scenario_problems
+from dsh_acp.testing import (
+    AcpSchema,
+    Scenario,
+    check_scenario,
+    discover_scenarios,
+    scenario_problems,
+    wire_problems,
+)
 from dsh_acp.testing.pytest_plugin import GoldenCheck
 
 ROOT = Path(__file__).parent.parent / "fixtures" / "wire"
@@ -50,3 +59,19 @@ def test_golden_files_hold_valid_agent_messages(scenario: Scenario, acp_schema: 
             acp_schema.validate("Error", message["error"])
         else:
             assert set(message) == {"jsonrpc", "id", "result"}, line
+
+
+def test_a_golden_whose_raw_input_is_not_an_object_fails(tmp_path: Path, acp_schema: AcpSchema) -> None:
+    # Typed clients (Toad) reject such a call outright: the kit must not let a golden pin one.
+    source = next(s for s in SCENARIOS if s.name == "terminal_card_plain_client")
+    folder = tmp_path / source.name
+    shutil.copytree(source.folder, folder)
+    golden = folder / "expected.jsonl"
+    lines = golden.read_text(encoding="utf-8").splitlines()
+    bad = [re.sub(r'"rawInput":\{[^{}]*\}', '"rawInput":"echo hi"', line, count=1) for line in lines]
+    assert bad != lines
+    golden.write_text("".join(line + "\n" for line in bad), encoding="utf-8")
+    with pytest.raises(AssertionError, match="rawInput must be a JSON object, not str"):
+        check_scenario(Scenario.load(folder), mode="memory", schema=acp_schema)
+    assert wire_problems(orjson.loads(next(b for b, line in zip(bad, lines, strict=True) if b != line)))
+    assert not any(wire_problems(orjson.loads(line)) for line in lines)

@@ -5,6 +5,7 @@ against the official ACP schema, and golden wire scenarios with a pytest integra
 (``pytest --update-golden``). Needs the ``test`` extra (``jsonschema``, ``pytest``).
 """
 
+from ._checks import wire_problems
 from ._client import ZED_CAPABILITIES, AcpClient, PermissionAnswer, WireLine
 from ._golden import Normalizer, golden_diff
 from ._scenario import (
@@ -36,4 +37,5 @@ __all__ = [
     "locate_schema",
     "run_scenario",
     "scenario_problems",
+    "wire_problems",
 ]

@@ -21,6 +21,7 @@ from dsh_acp._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, Re
 from dsh_acp._memory import memory_pipe
 from dsh_acp._tap import LineTapReceive, LineTapSend
 
+from ._checks import wire_problems
 from ._schema import AcpSchema
 
 __all__ = ["ZED_CAPABILITIES", "AcpClient", "PermissionAnswer", "WireLine"]
@@ -142,6 +143,7 @@ class AcpClient:
     def _agent_line(self, raw: bytes) -> None:
         message = orjson.loads(raw)
         self.lines.append(WireLine("agent", raw, message))
+        self.violations.extend(wire_problems(message))
         if self.schema is not None:
             answered = None
             if isinstance(message, dict) and "method" not in message:
@@ -172,7 +174,8 @@ class AcpClient:
         ]
 
     def assert_valid(self) -> None:
-        """Fail if any agent message did not validate against its schema definition."""
+        """Fail if any agent message did not validate against its schema definition, or breaks
+        a rule real clients depend on (``wire_problems``)."""
         assert not self.violations, "\n".join(self.violations)
 
     async def wait_for(self, predicate: Callable[[list[Any]], bool], limit: float = 10) -> None:

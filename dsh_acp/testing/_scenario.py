@@ -41,6 +41,7 @@ import orjson
 
 from dsh_acp._connection import RpcError
 
+from ._checks import wire_problems
 from ._client import AcpClient
 from ._golden import Normalizer, golden_diff
 from ._schema import AcpSchema
@@ -351,6 +352,11 @@ def check_scenario(
     expected = (
         scenario.golden_path.read_text(encoding="utf-8").splitlines() if scenario.golden_path.exists() else []
     )
+    if not update:  # a golden that pins what real clients reject is wrong even if the run matches
+        stale = [p for line in expected for p in wire_problems(orjson.loads(line))]
+        if stale:
+            rules = "\n".join(stale)
+            raise AssertionError(f"the golden of scenario {scenario.name} breaks client rules:\n{rules}")
     if actual == expected:
         return None
     diff = golden_diff(expected, actual, scenario.name)
