@@ -19,6 +19,7 @@ __all__ = [
     "FrameError",
     "Message",
     "encode_message",
+    "json_bytes",
 ]
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
@@ -146,4 +147,17 @@ def _parse_error_message(detail: str) -> str:
 
 def encode_message(message: Mapping[str, Any]) -> bytes:
     """Serialize one message as a single line (orjson escapes every newline inside strings)."""
-    return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+    return json_bytes(message, orjson.OPT_APPEND_NEWLINE)
+
+
+def json_bytes(value: Any, option: int = 0) -> bytes:
+    """``orjson.dumps``, except that a lone surrogate (text made from bytes that were not UTF-8
+    and escaped nowhere before) is escaped as ``dsh_tools.shown_text`` does instead of failing."""
+    try:
+        return orjson.dumps(value, option=option)
+    except TypeError as error:
+        if "surrogates" not in str(error):
+            raise
+        from dsh_tools import json_safe
+
+        return orjson.dumps(json_safe(value), option=option)

@@ -20,6 +20,8 @@ from typing import IO, Any
 
 import orjson
 
+from ._framing import json_bytes
+
 __all__ = [
     "FORMAT_VERSION",
     "LoadedSession",
@@ -126,7 +128,7 @@ class SessionLog:
         if self._handle.closed:
             return
         record = self._redact({**event, "ts": self._clock()})
-        self._handle.write(orjson.dumps(record) + b"\n")
+        self._handle.write(json_bytes(record, orjson.OPT_APPEND_NEWLINE))
         self._handle.flush()
 
     def close(self) -> None:

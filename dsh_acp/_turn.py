@@ -29,6 +29,7 @@ from dsh_tools import (
     ToolExecution,
     ToolExecutionResult,
     bound_text,
+    shown_text,
 )
 
 from ._bridge import (
@@ -477,7 +478,9 @@ def _streamed(call: _Call) -> bool:
 
 
 def _budget(content: Sequence[ContentBlock], head: int, tail: int) -> tuple[ContentBlock, ...]:
-    """Whatever a tool returned, the model sees at most head + tail bytes of its text."""
+    """Whatever a tool returned, the model sees at most head + tail bytes of its text, and text
+    that encodes (lone surrogates, say from an OS name, escaped as ``shown_text`` does)."""
+    content = [_encodable(block) for block in content]
     texts = [block for block in content if isinstance(block, TextBlock)]
     total = sum(len(block.text) for block in texts)
     if total <= head + tail and sum(len(block.text.encode()) for block in texts) <= head + tail:
@@ -485,3 +488,11 @@ def _budget(content: Sequence[ContentBlock], head: int, tail: int) -> tuple[Cont
     joined = "\n".join(block.text for block in texts)
     others = [block for block in content if not isinstance(block, TextBlock)]
     return (TextBlock(text=bound_text(joined, head=head, tail=tail)), *others)
+
+
+def _encodable(block: ContentBlock) -> ContentBlock:
+    if isinstance(block, TextBlock):
+        shown = shown_text(block.text)
+        if shown is not block.text:
+            return block.model_copy(update={"text": shown})
+    return block

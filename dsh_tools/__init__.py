@@ -67,7 +67,7 @@ from ._schema import (
     schema_spec_to_json_schema,
     validate_args,
 )
-from ._text import bound_text
+from ._text import bound_text, json_safe, shown_bytes, shown_text
 from ._views import (
     TOOL_KINDS,
     DiffCallView,
@@ -152,7 +152,10 @@ __all__ = [
     "bound_text",
     "check_schema_spec",
     "define_tool",
+    "json_safe",
     "schema_spec_to_json_schema",
+    "shown_bytes",
+    "shown_text",
     "text",
     "tools_markdown",
     "validate_args",

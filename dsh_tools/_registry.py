@@ -41,6 +41,7 @@ from ._execution import (
     ToolExecution,
     ToolExecutionResult,
 )
+from ._text import json_safe
 
 __all__ = [
     "ChangeListener",
@@ -127,17 +128,22 @@ def _content_tuple(blocks: Iterable[Any]) -> tuple[ContentBlock, ...]:
     )
 
 
+def _json_meta(execution: ToolExecution, meta: Any) -> Any:
+    try:
+        orjson.dumps(meta)
+    except TypeError as error:
+        if "surrogates" in str(error):  # a name from the OS that is not UTF-8: shown escaped
+            return _json_meta(execution, json_safe(meta))
+        raise ToolMetaError(
+            f'tool "{execution.name}" returned meta that is not JSON-serializable: {error}'
+        ) from None
+    return meta
+
+
 def _normalize(execution: ToolExecution, returned: Any) -> ToolExecutionResult:
     meta = None
     if isinstance(returned, ToolOutput):
-        meta = returned.meta
-        if meta is not None:
-            try:
-                orjson.dumps(meta)
-            except TypeError as error:
-                raise ToolMetaError(
-                    f'tool "{execution.name}" returned meta that is not JSON-serializable: {error}'
-                ) from None
+        meta = None if returned.meta is None else _json_meta(execution, returned.meta)
         content = _content_tuple(returned.content)
     elif isinstance(returned, str):
         content = (TextBlock(text=returned),)

@@ -84,8 +84,9 @@ class StreamCapture:
     def take(self, *, final: bool) -> str:
         """The window as text (head, marker, tail), and start a new window.
 
-        Cuts fall on character boundaries; invalid bytes become U+FFFD. Unless ``final``, an
-        incomplete character at the end waits for the next window instead of being mangled.
+        Cuts fall on character boundaries; bytes that are not UTF-8 are shown as ``\\xNN``.
+        Unless ``final``, an incomplete character at the end waits for the next window instead of
+        being mangled.
         """
         with self._lock:
             head, tail = self._head, self._tail
@@ -98,12 +99,12 @@ class StreamCapture:
                 cut, skip = incomplete_suffix(head), _continuations(tail)
                 dropped += cut + skip
                 text = (
-                    head[: len(head) - cut].decode("utf-8", "replace")
+                    head[: len(head) - cut].decode("utf-8", "backslashreplace")
                     + f"\n[... {dropped} bytes omitted; {self._note()} ...]\n"
-                    + tail[skip : len(tail) - carry].decode("utf-8", "replace")
+                    + tail[skip : len(tail) - carry].decode("utf-8", "backslashreplace")
                 )
             else:
-                text = head[: len(head) - carry].decode("utf-8", "replace")
+                text = head[: len(head) - carry].decode("utf-8", "backslashreplace")
             rest = (tail or head)[len(tail or head) - carry :]
             self._head, self._tail, self._size = bytearray(rest), bytearray(), len(rest)
             return text

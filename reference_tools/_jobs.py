@@ -160,7 +160,8 @@ class Job:
         lock: anyio.Lock,
         done: anyio.Event,
     ) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")  # never splits a character
+        # Never splits a character; a byte that is not UTF-8 is shown as \xNN.
+        decoder = codecs.getincrementaldecoder("utf-8")("backslashreplace")
         while True:
             try:
                 data = os.read(fd, _CHUNK)

@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from dsh_tools import shown_text
+
 __all__ = [
     "SKIP_DIRS",
     "Found",
@@ -143,7 +145,7 @@ def glob_files(root: str, pattern: str, *, limit: int, check: Callable[[], None]
     prefix = len(root.rstrip("/")) + 1
     for entry in _walk(root, check):
         if matcher.fullmatch(entry.path[prefix:]):
-            found.add(entry.path, limit)
+            found.add(shown_text(entry.path), limit)
     return found
 
 
@@ -215,7 +217,9 @@ def grep_files(
                 continue
             text = data.decode("ascii")
         else:
-            text = data.decode("utf-8-sig", "replace")  # -sig: a BOM is not part of line 1
+            # -sig: a BOM is not part of line 1. Bytes that are not UTF-8 become surrogates
+            # (as in file names) and are shown as \xNN escapes.
+            text = data.decode("utf-8-sig", "surrogateescape")
             if pattern.search(text) is None:
                 continue
         found.files += 1
@@ -238,25 +242,28 @@ def _matching_lines(
         line += text.count("\n", counted, start)
         counted = start
         shown = text[start : min(end, start + max_line + 1)].rstrip("\r")
-        found.add(f"{path}:{line}:{shown if len(shown) <= max_line else shown[:max_line] + ' […]'}", limit)
+        shown = shown if len(shown) <= max_line else shown[:max_line] + " […]"
+        found.add(shown_text(f"{path}:{line}:{shown}"), limit)
         pos = end + 1  # one entry per line, however many matches it holds
 
 
 def list_dir(directory: str, *, limit: int) -> Found:
     """The entries of one directory, sorted: ``name/`` for a directory, ``name -> target`` for
-    a symlink; junk directories are listed in ``skipped`` instead."""
+    a symlink; junk directories are listed in ``skipped`` instead. Names that are not UTF-8
+    show their bytes as ``\\xNN``."""
     found = Found()
     for entry in _entries(directory):
+        name = shown_text(entry.name)
         if entry.is_symlink():
             try:
-                found.add(f"{entry.name} -> {os.readlink(entry.path)}", limit)
+                found.add(f"{name} -> {shown_text(os.readlink(entry.path))}", limit)
             except OSError:
-                found.add(f"{entry.name} -> ?", limit)
+                found.add(f"{name} -> ?", limit)
         elif entry.is_dir(follow_symlinks=False):
             if entry.name in SKIP_DIRS:
-                found.skipped.append(entry.name + "/")
+                found.skipped.append(name + "/")
             else:
-                found.add(entry.name + "/", limit)
+                found.add(name + "/", limit)
         else:
-            found.add(entry.name, limit)
+            found.add(name, limit)
     return found
