@@ -128,6 +128,9 @@ class Agent:
                     "additionalDirectories": {},
                     **({"list": {}, "resume": {}} if durable else {}),
                 },
+                # A prompt sent while a turn runs is queued, not refused. There is no ACP field for
+                # this yet; clients look for the key claude-agent-acp introduced, so both are set.
+                "_meta": {"promptQueueing": True, "claudeCode": {"promptQueueing": True}},
             },
             "authMethods": self._auth_methods(),
             "agentInfo": {"name": "dsh-acp", "title": "dsh-acp", "version": VERSION},

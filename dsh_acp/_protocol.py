@@ -133,11 +133,12 @@ class Protocol:
         return handler(params)
 
     def cancel(self, params: Any) -> None:
-        """``session/cancel``: stop the session's running turn, if any (unknown ids are ignored)."""
+        """``session/cancel``: stop the session's running turn and drop its queued prompts (each
+        answers ``cancelled``); unknown ids are ignored."""
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
-        if session is not None and session.turn is not None:
-            session.turn.cancel()
+        if session is not None:
+            session.cancel_turns()
 
     async def aclose(self) -> None:
         """Cancel every turn and close every session (at once: each may wait for its servers)."""
@@ -350,11 +351,11 @@ class Protocol:
     async def _close_session(self, params: Any) -> dict[str, Any]:
         parsed: SessionIdParams = _validate(SessionIdParams, params)
         session = self._session(parsed.session_id)
-        turn = session.turn
-        if turn is not None:
-            turn.cancel()
-            with anyio.fail_after(10):
-                await turn.done.wait()  # the prompt answers `cancelled` first
+        turns = [*([session.turn] if session.turn is not None else []), *session.queue]
+        session.cancel_turns()
+        with anyio.fail_after(10):
+            for turn in turns:
+                await turn.done.wait()  # each prompt answers `cancelled` first
         self.sessions.pop(parsed.session_id, None)
         await session.aclose()
         return {}
@@ -422,10 +423,6 @@ class Protocol:
     def _start_prompt(self, params: Any) -> Awaitable[dict[str, Any]]:
         parsed: PromptParams = _validate(PromptParams, params)
         session = self._session(parsed.session_id)
-        if session.turn is not None:
-            raise RpcError(
-                INVALID_PARAMS, f'Invalid params: session "{session.session_id}" is already running a prompt'
-            )
         if not parsed.prompt:
             raise RpcError(INVALID_PARAMS, "Invalid params: prompt is empty")
         choice = self._choice(session.model_id)
@@ -434,9 +431,35 @@ class Protocol:
                 raise RpcError(INVALID_PARAMS, "Invalid params: audio prompts are not supported")
             if isinstance(block, ImageBlock) and not (choice and choice.accepts_images):
                 raise RpcError(INVALID_PARAMS, "Invalid params: this model does not take images")
+        # Registered before the next message is read, so that a cancel right behind it finds it. A
+        # prompt sent while a turn runs waits in the queue: it is neither run nor logged before then.
         turn = Turn()
-        session.turn = turn  # registered before the next message is read: a cancel finds it
-        return self._run_prompt(session, turn, tuple(parsed.prompt))
+        if session.turn is None:
+            session.turn = turn
+            turn.started.set()
+        else:
+            session.queue.append(turn)
+        return self._take_turn(session, turn, tuple(parsed.prompt))
+
+    async def _take_turn(
+        self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
+    ) -> dict[str, Any]:
+        """Wait for the prompt's turn, run it, then hand the session to the next queued prompt (the
+        hand-over takes effect after this prompt's answer is written: the answer is written
+        without yielding, so updates never mix between prompts)."""
+        try:
+            await turn.started.wait()
+            if turn.cancel_requested:
+                return {"stopReason": "cancelled"}
+            return await self._run_prompt(session, turn, prompt)
+        finally:
+            if turn in session.queue:  # the request itself was cancelled while it waited
+                session.queue.remove(turn)
+            if session.turn is turn:
+                session.turn = session.queue.pop(0) if session.queue else None
+                if session.turn is not None:
+                    session.turn.started.set()
+            turn.done.set()
 
     async def _run_prompt(
         self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
@@ -485,10 +508,6 @@ class Protocol:
                 except Exception:
                     _log.debug("could not close open calls", exc_info=True)
             raise
-        finally:
-            if session.turn is turn:
-                session.turn = None
-            turn.done.set()
 
     async def _run_command(
         self, session: Session, runner: TurnRunner, name: str, argument: str

@@ -25,10 +25,12 @@ class Turn:
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
         self.cancel_requested = False
+        self.started = anyio.Event()
+        """Set when the turn may run: at once on an idle session, else when the turn before it ends."""
         self.done = anyio.Event()
 
     def cancel(self) -> None:
-        """Stop the turn: the prompt will answer ``cancelled``."""
+        """Stop the turn: the prompt will answer ``cancelled`` (a queued one without running)."""
         self.cancel_requested = True
         self.scope.cancel()
 
@@ -57,6 +59,9 @@ class Session:
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     history: list[Message] = field(default_factory=list)
     turn: Turn | None = None
+    """The running turn."""
+    queue: list[Turn] = field(default_factory=list)
+    """Prompts sent while a turn runs, in arrival order: each runs when the one before it ends."""
     permissions: PermissionState = field(default_factory=PermissionState)
     log: SessionLog | None = None
     """The durable event log (``None`` when the agent keeps no state)."""
@@ -65,6 +70,11 @@ class Session:
     show_reasoning: bool = True
     prompts: int = 0
     """Prompts this session has had (the next one is turn ``prompts`` of a scripted model)."""
+
+    def cancel_turns(self) -> None:
+        """Cancel the running turn and every queued one (``session/cancel``)."""
+        for turn in (*([self.turn] if self.turn is not None else []), *self.queue):
+            turn.cancel()
 
     def record(self, event: dict[str, Any]) -> None:
         """Append an event to the session log, if the session has one."""
@@ -81,9 +91,9 @@ class Session:
         await _close_model(old)
 
     async def aclose(self) -> None:
-        """Stop the running turn and release what the session's tools and model hold."""
-        if self.turn is not None:
-            self.turn.cancel()
+        """Stop the running turn and the queued ones, and release what the session's tools and
+        model hold."""
+        self.cancel_turns()
         self.registry.close()
         with anyio.CancelScope(shield=True):
             await self.services.aclose()

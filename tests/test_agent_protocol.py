@@ -159,16 +159,85 @@ async def test_prompt_errors(acp_schema: AcpSchema, tmp_path: Any) -> None:
         with pytest.raises(RpcError, match=r"Invalid params: prompt\.0"):
             await client.prompt(sid, {"type": "video"})
 
-        async def first() -> None:
-            assert await client.prompt(sid, "hang") == {"stopReason": "cancelled"}
+    client.assert_valid()
+
+
+async def test_a_prompt_sent_while_a_turn_runs_is_queued(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    config = scripted([[{"delay_ms": 200, "text": "first"}], [{"text": "second"}], [{"text": "third"}]])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        assert (await client.initialize())["agentCapabilities"]["_meta"]["promptQueueing"] is True
+        sid = await client.new_session(str(tmp_path))
+        answers: list[tuple[str, Any]] = []
+
+        async def send(text: str) -> None:
+            answers.append((text, await client.prompt(sid, text)))
 
         async with anyio.create_task_group() as group:
-            group.start_soon(first)
+            for text in ("one", "two", "three"):
+                group.start_soon(send, text)
+                await anyio.wait_all_tasks_blocked()
+        assert answers == [(t, {"stopReason": "end_turn"}) for t in ("one", "two", "three")]
+        # Each prompt's text comes after the answer to the one before it, never mixed.
+        order = [
+            m["params"]["update"]["content"]["text"] if "method" in m else m["id"]
+            for m in client.agent_messages
+            if m.get("id") in (2, 3, 4) or m.get("params", {}).get("update", {}).get("content")
+        ]
+        assert order == ["first", 2, "second", 3, "third", 4]
+    client.assert_valid()
+
+
+async def test_cancel_empties_the_queue_and_a_cancelled_request_leaves_it(
+    acp_schema: AcpSchema, tmp_path: Any
+) -> None:
+    config = scripted([[{"hang": True}], [{"text": "ran"}]])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        answers: dict[str, Any] = {}
+
+        async def send(text: str) -> None:
+            try:
+                answers[text] = await client.prompt(sid, text)
+            except RpcError as error:
+                answers[text] = error.code
+
+        async with anyio.create_task_group() as group:
+            for text in ("hang", "queued", "withdrawn"):
+                group.start_soon(send, text)
+                await anyio.wait_all_tasks_blocked()
+            # The editor withdraws one queued prompt ($/cancel_request): only that one leaves.
+            await client.notify("$/cancel_request", {"requestId": 4})
             await anyio.wait_all_tasks_blocked()
-            with pytest.raises(RpcError, match="already running a prompt") as info:
-                await client.prompt(sid, "again")
-            assert info.value.code == -32602
+            assert answers == {"withdrawn": -32800}
             await client.cancel(sid)
+        assert answers == {
+            "hang": {"stopReason": "cancelled"},
+            "queued": {"stopReason": "cancelled"},
+            "withdrawn": -32800,
+        }
+        # The queued prompts never ran: the next prompt plays the script's second turn.
+        assert await client.prompt(sid, "next") == {"stopReason": "end_turn"}
+        assert [u["content"]["text"] for u in client.updates(sid, CHUNKS)] == ["ran"]
+    client.assert_valid()
+
+
+async def test_closing_a_session_answers_its_queued_prompts(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    config = scripted([[{"hang": True}]])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        answers: list[Any] = []
+
+        async def send(text: str) -> None:
+            answers.append(await client.prompt(sid, text))
+
+        async with anyio.create_task_group() as group:
+            for text in ("hang", "queued"):
+                group.start_soon(send, text)
+                await anyio.wait_all_tasks_blocked()
+            assert await client.request("session/close", {"sessionId": sid}) == {}
+            assert answers == [{"stopReason": "cancelled"}] * 2
     client.assert_valid()
 
 

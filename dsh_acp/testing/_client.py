@@ -139,6 +139,7 @@ class AcpClient:
         if isinstance(message, dict) and "method" in message and "id" in message:
             self._client_methods[message["id"]] = message["method"]
         self.lines.append(WireLine("client", raw, message))
+        self._wake()
 
     def _agent_line(self, raw: bytes) -> None:
         message = orjson.loads(raw)
@@ -152,6 +153,9 @@ class AcpClient:
                 self.schema.validate_agent_message(message, answered)
             except AssertionError as error:
                 self.violations.append(str(error))
+        self._wake()
+
+    def _wake(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
 
@@ -180,8 +184,13 @@ class AcpClient:
 
     async def wait_for(self, predicate: Callable[[list[Any]], bool], limit: float = 10) -> None:
         """Wait (at most ``limit`` seconds) until ``predicate(agent_messages)`` holds."""
+        await self.wait_until(lambda: predicate(self.agent_messages), limit)
+
+    async def wait_until(self, condition: Callable[[], bool], limit: float = 10) -> None:
+        """Wait (at most ``limit`` seconds) until ``condition()`` holds, checked after every line
+        either side writes."""
         with anyio.fail_after(limit):
-            while not predicate(self.agent_messages):
+            while not condition():
                 await self._changed.wait()
 
     # -- talking ------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ them):
 ``{"initialize": {"clientCapabilities": {...}, "protocolVersion": 1}}``,
 ``{"new_session": {"additionalDirectories": [...]}}``,
 ``{"prompt": {"text": "..." | "blocks": [...], "session": 1, "permissions": ["allow_once", ...],
-"cancel_after": N}}`` (cancel once N updates of the turn arrived),
+"cancel_after": N, "wait": false}}`` (cancel once N updates of the turn arrived; with ``"wait": false``
+the next step follows as soon as the prompt is sent, and ``{"wait": {}}`` waits for every prompt
+still unanswered),
 ``{"files": {"path": "text"}}`` (the editor's buffers for ``fs/*``),
 ``{"request": {"method": ..., "params": ...}}``, ``{"notify": {...}}``, ``{"raw": "a line"}``,
 ``{"restart": {}}`` (a new agent process over the same state; the transcript continues).
@@ -38,6 +40,7 @@ from typing import Any, Literal
 
 import anyio
 import orjson
+from anyio.abc import TaskGroup
 
 from dsh_acp._connection import RpcError
 
@@ -68,6 +71,7 @@ _STEP_KINDS = {
     "raw",
     "restart",
     "cancel",
+    "wait",
 }
 
 
@@ -167,6 +171,15 @@ class _Run:
     files: dict[str, str] = field(default_factory=dict)
     runs: int = 0
     """Agent processes started so far (a ``restart`` step starts another)."""
+    unanswered: TaskGroup | None = None
+    """Where prompts sent with ``"wait": false`` await their answers."""
+    outstanding: int = 0
+    """Prompts sent with ``"wait": false`` and not answered yet."""
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    """Set while no prompt sent with ``"wait": false`` is unanswered."""
+
+    def __post_init__(self) -> None:
+        self.answered.set()
 
     def expand(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -242,6 +255,13 @@ async def _prompt(run: _Run, client: AcpClient, body: dict[str, Any]) -> None:
     client.permission_answers.extend(body.get("permissions", ()))
     cancel_after = body.get("cancel_after")
     params = {"sessionId": session, "prompt": run.expand(blocks)}
+    if body.get("wait") is False:
+        assert run.unanswered is not None
+        sent = _client_requests(client)
+        run.unanswered.start_soon(_unanswered, run, client, params)
+        # The next step's message must follow this one on the wire.
+        await client.wait_until(lambda: _client_requests(client) > sent)
+        return
     if cancel_after is None:
         await _request(client, "session/prompt", params)
         return
@@ -252,6 +272,26 @@ async def _prompt(run: _Run, client: AcpClient, body: dict[str, Any]) -> None:
         await client.cancel(session)
 
 
+async def _unanswered(run: _Run, client: AcpClient, params: Any) -> None:
+    run.outstanding += 1
+    if run.answered.is_set():
+        run.answered = anyio.Event()
+    try:
+        await _request(client, "session/prompt", params)
+    finally:
+        run.outstanding -= 1
+        if not run.outstanding:
+            run.answered.set()
+
+
+def _client_requests(client: AcpClient) -> int:
+    return sum(
+        1
+        for line in client.lines
+        if line.direction == "client" and isinstance(line.message, dict) and "id" in line.message
+    )
+
+
 async def _request(client: AcpClient, method: str, params: Any) -> Any:
     try:
         return await client.request(method, params)
@@ -260,6 +300,13 @@ async def _request(client: AcpClient, method: str, params: Any) -> Any:
 
 
 async def _run_steps(run: _Run, client: AcpClient, steps: Sequence[dict[str, Any]]) -> None:
+    async with anyio.create_task_group() as unanswered:
+        run.unanswered = unanswered
+        await _play(run, client, steps)
+    run.unanswered = None
+
+
+async def _play(run: _Run, client: AcpClient, steps: Sequence[dict[str, Any]]) -> None:
     for step in steps:
         ((kind, body),) = step.items()
         body = run.expand(body) if kind != "prompt" else body
@@ -282,6 +329,9 @@ async def _run_steps(run: _Run, client: AcpClient, steps: Sequence[dict[str, Any
             await client.notify(body["method"], body.get("params"))
         elif kind == "raw":
             await client.send_raw(body.encode() + b"\n")
+        elif kind == "wait":
+            with anyio.fail_after(30):
+                await run.answered.wait()
 
 
 def _forget_modules(paths: Sequence[str]) -> None:

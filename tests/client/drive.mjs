@@ -3,12 +3,14 @@
 // transcript of both directions. tests/test_official_client.py asserts on that document.
 //
 //   node drive.mjs --python PY --workspace DIR --state-dir DIR --script MODEL.json
-//                  [--scenario tools|editor] [--timeout-ms N]
+//                  [--scenario tools|editor|features] [--timeout-ms N]
 //
 // Scenario `tools` (the default) sends one prompt whose script runs the reference tools (cards,
 // terminal, permissions, fs/*). Scenario `editor` is what an editor draws besides tool cards: the
 // model and mode pickers (configOptions) changed from both pickers, the `/` menu and its commands,
-// the live plan, the session title (also in session/list) and the context usage meter.
+// the live plan, the session title (also in session/list) and the context usage meter. Scenario
+// `features` is what users ask every agent for: prompts queued while a turn runs (and cancelled
+// with it), questions to the user (elicitation), notices, and session housekeeping.
 //
 // The SDK parses leniently (unknown keys are stripped, an invalid field value falls back to its
 // default, an invalid content block is skipped, an unparsable message is only logged), so this
@@ -39,7 +41,7 @@ for (const name of ["python", "workspace", "state-dir", "script"]) {
     process.exit(2);
   }
 }
-if (!["tools", "editor"].includes(args.scenario)) {
+if (!["tools", "editor", "features"].includes(args.scenario)) {
   console.error(`drive.mjs: unknown --scenario ${args.scenario}`);
   process.exit(2);
 }
@@ -232,6 +234,27 @@ const scenarios = {
     await prompt("/mode bypass");
     await prompt("/compact");
     await call(agent, acp.methods.agent.session.list, { cwd: workspace });
+  },
+
+  // Prompts typed while a turn runs: the editor sends them at once (the agent advertises
+  // promptQueueing) and each is answered in turn; a cancel stops the turn and answers the queue.
+  async features(agent) {
+    output.initialize = await call(agent, acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: zedCapabilities,
+      clientInfo: zed,
+    });
+    output.newSession = await call(agent, acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const sessionId = output.newSession.sessionId;
+    const prompt = (text) =>
+      call(agent, acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
+    // Sent back to back without waiting: the second and third arrive while the first runs.
+    output.queued = await Promise.all([prompt("Start the build"), prompt("Then run the tests"), prompt("Then report")]);
+    // The first of these hangs until cancelled; the cancel must also answer the two queued behind it.
+    const cancelled = Promise.all([prompt("Watch the logs"), prompt("Then summarize"), prompt("Then clean up")]);
+    await sleep(300);
+    await agent.notify(acp.methods.agent.session.cancel, { sessionId });
+    output.cancelled = await cancelled;
   },
 };
 try {

@@ -1,0 +1,55 @@
+"""The features users ask every agent for, driven by the official ACP TypeScript client
+(``tests/client/drive.mjs``, scenario ``features``, script ``tests/client/features.json``): prompts
+queued while a turn runs and cancelled with it. See ``test_official_client`` for how the driver
+records what the SDK handed to the editor and the raw wire."""
+
+from __future__ import annotations
+
+import pytest
+from test_official_client import Run, _drive
+
+
+@pytest.fixture(scope="module")
+def features(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _drive(tmp_path_factory, "features", "features.json")
+
+
+def test_features_sdk_accepted_every_message_as_sent(features: Run) -> None:
+    assert features.doc["sdkErrors"] == []
+    agent_messages = [message for _, message in features.wire("agent")]
+    assert all("unparsable" not in message for message in agent_messages)
+    raw_updates = [m["params"] for m in agent_messages if m.get("method") == "session/update"]
+    assert raw_updates == [event["params"] for event in features.events("session_update")]
+    for exchange in features.exchanges():
+        assert "error" not in exchange.answer, (exchange.method, exchange.answer)
+        assert exchange.result == exchange.answer["result"], exchange.method
+    assert features.doc["agentExit"] == {"code": 0, "signal": None}
+
+
+def test_prompts_sent_while_a_turn_runs_are_queued_and_answered_in_turn(features: Run) -> None:
+    meta = features.doc["initialize"]["agentCapabilities"]["_meta"]
+    assert meta["promptQueueing"] is True
+    assert features.doc["queued"] == [{"stopReason": "end_turn"}] * 3
+    prompts = [e for e in features.exchanges() if e.method == "session/prompt"][:3]
+    # All three were on the wire before the first was answered: the editor did not wait.
+    assert max(p.asked for p in prompts) < min(p.answered for p in prompts)
+    # Answers in the order sent, and each prompt's text between its predecessor's answer and its own.
+    assert [p.answered for p in prompts] == sorted(p.answered for p in prompts)
+    texts = ["Building.", "Tests pass.", "Reported."]
+    previous = prompts[0].asked
+    for exchange, text in zip(prompts, texts, strict=True):
+        during = [
+            u["content"]["text"]
+            for i, u in features.delivered()
+            if previous < i < exchange.answered and u["sessionUpdate"] == "agent_message_chunk"
+        ]
+        assert during == [text]
+        previous = exchange.answered
+
+
+def test_cancel_stops_the_turn_and_answers_the_queue(features: Run) -> None:
+    assert features.doc["cancelled"] == [{"stopReason": "cancelled"}] * 3
+    prompts = [e for e in features.exchanges() if e.method == "session/prompt"][3:]
+    # The queued prompts never ran: nothing was said after the cancel.
+    cancelled_at = min(p.asked for p in prompts)
+    assert [u for i, u in features.delivered() if i > cancelled_at] == []
