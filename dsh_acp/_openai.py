@@ -28,6 +28,7 @@ import orjson
 
 from ._brief import brief
 from ._config import VERSION
+from ._history import conversation
 from ._model import (
     AssistantMessage,
     ContextMessage,
@@ -148,11 +149,12 @@ class SSEDecoder:
 
 
 def chat_request(settings: ModelSettings, request: ModelRequest) -> dict[str, Any]:
-    """The JSON body of one ``/chat/completions`` call."""
+    """The JSON body of one ``/chat/completions`` call: every request's conversation passes
+    through ``conversation`` here, so what is sent is valid whatever the history holds."""
     body: dict[str, Any] = {
         "model": settings.model,
         "messages": chat_messages(
-            request.messages,
+            conversation(request.messages),
             system=request.system,
             accepts_images=settings.accepts_images,
             send_reasoning=settings.send_reasoning,
@@ -179,7 +181,8 @@ def chat_messages(
     accepts_images: bool = False,
     send_reasoning: bool = False,
 ) -> list[dict[str, Any]]:
-    """Our conversation in the chat-completions shape.
+    """Our conversation in the chat-completions shape (as given: ``chat_request`` makes it a
+    valid conversation first).
 
     Tool results become ``role: tool`` messages (text only, as the API takes); when the model
     takes images, images a tool returned follow in one user message after that step's results

@@ -154,7 +154,7 @@ class RestoredState:
 def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
     """Rebuild the model's conversation (tool results in call order; a call without a result gets
     a cancelled one) and the session's mode, permission answers and title."""
-    from ._turn import CANCELLED_TEXT  # the loop writes it; import late to keep the modules apart
+    from ._history import CANCELLED_TEXT
 
     state = RestoredState()
     pending: list[ToolCallRequest] = []

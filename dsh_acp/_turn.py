@@ -48,6 +48,7 @@ from ._bridge import (
 from ._coalesce import CoalescePolicy, OutputCoalescer
 from ._commands import COMPACT_INSTRUCTION
 from ._connection import RpcError
+from ._history import CANCELLED_TEXT
 from ._model import (
     AssistantMessage,
     ContextMessage,
@@ -76,7 +77,6 @@ _STOP: dict[FinishReason, StopReason] = {
     "length": "max_tokens",
     "refusal": "refusal",
 }
-CANCELLED_TEXT = "Error: the user cancelled this call before it finished"
 
 PERMISSION_OPTIONS = [
     {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},

@@ -3,8 +3,18 @@
 It speaks just enough HTTP/1.1 (one request per connection, ``Connection: close``) to play
 scripted replies: streamed SSE chunks (chunked encoding, or delimited by closing), error
 statuses, and the misbehaviours a real network offers — a connection dropped mid-stream or
-before the answer, a stream that stalls, a stream that trickles keep-alives forever. Every
-request is recorded (method, path, headers, JSON body) for the tests to assert on.
+before the answer, a stream that stalls, a stream that trickles keep-alives forever, a first
+event that comes late (with llama.cpp's ``prompt_progress`` events meanwhile when the request
+asks for ``return_progress``). Every request is recorded (method, path, headers, JSON body) for
+the tests to assert on.
+
+``strict=True`` makes it as strict as the strictest real servers: a conversation whose roles do
+not alternate (the rule Mistral's and Gemma's chat templates enforce, tool steps aside), a tool
+call without exactly one result, or an empty assistant turn is answered HTTP 400 the way
+llama.cpp answers a template exception. ``n_ctx`` gives it a context window: a prompt of that
+many tokens or more (estimated as ``prompt_tokens`` does) is answered with llama.cpp's
+``exceed_context_size_error`` body, and ``GET /v1/models`` reports the window as llama.cpp
+(``meta.n_ctx``) or vLLM (``max_model_len``) do.
 """
 
 from __future__ import annotations
@@ -21,11 +31,16 @@ from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 __all__ = [
+    "ALTERNATION_ERROR",
     "FakeOpenAI",
     "Recorded",
     "Reply",
     "chunk",
+    "conversation_problem",
     "error_reply",
+    "llama_error",
+    "progress_chunk",
+    "prompt_tokens",
     "sse",
     "stream_reply",
     "tool_delta",
@@ -52,6 +67,11 @@ class Reply:
     chunked: bool = True
     then: Ending = "end"
     interval: float = 0.05
+    first_delay: float = 0.0
+    """Seconds between the headers and the first chunk (a server reading a long prompt)."""
+    progress: int = 0
+    """``prompt_progress`` events spread over ``first_delay``, sent only when the request asked
+    for them with ``return_progress`` (as llama.cpp does)."""
 
 
 @dataclass(frozen=True)
@@ -140,17 +160,115 @@ def error_reply(status: int, message: str, headers: Mapping[str, str] | None = N
     )
 
 
+def progress_chunk(processed: int, total: int) -> dict[str, Any]:
+    """A llama.cpp prompt-processing progress chunk (``return_progress``): an empty delta."""
+    document = chunk()
+    document["choices"][0]["delta"] = {"role": "assistant", "content": None}
+    document["prompt_progress"] = {"total": total, "cache": 0, "processed": processed, "time_ms": 1.0}
+    return document
+
+
+def prompt_tokens(body: Mapping[str, Any]) -> int:
+    """The fake's token count of a request: a quarter of the characters of its messages and
+    tools as JSON, as a stand-in for a tokenizer (deterministic, roughly English-sized)."""
+    text = json.dumps(body.get("messages", []), ensure_ascii=False)
+    if body.get("tools"):
+        text += json.dumps(body["tools"], ensure_ascii=False)
+    return (len(text) + 3) // 4
+
+
+ALTERNATION_ERROR = (
+    "After the optional system message, conversation roles must alternate user/assistant/user/assistant/..."
+)
+
+
+def conversation_problem(messages: Sequence[Any]) -> str | None:
+    """Why a strict server would refuse these chat messages, or ``None``.
+
+    The rules: at most one system message, first; tool messages and assistant messages with
+    ``tool_calls`` aside, roles alternate user/assistant starting with user (the check of
+    Mistral's tool-aware template); each assistant tool call is answered by exactly one tool
+    message, right after it, before anything else; an assistant message has text or tool calls;
+    the conversation ends with the user's turn (a user or tool message).
+    """
+    if not isinstance(messages, list) or not messages:
+        return "messages must be a non-empty array"
+    rest = messages[1:] if messages[0].get("role") == "system" else messages
+    expect_user = True
+    open_calls: list[str] = []
+    for index, message in enumerate(rest):
+        role = message.get("role")
+        if role == "system":
+            return f"message {index}: a system message may only come first"
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_calls:
+                return f"message {index}: tool result {call_id!r} answers no open tool call"
+            open_calls.remove(call_id)
+            continue
+        if open_calls:
+            return f"message {index}: tool call(s) {open_calls} have no result"
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            content = message.get("content")
+            if not calls and not (isinstance(content, str) and content.strip()):
+                return f"message {index}: an assistant message needs content or tool calls"
+            if calls:
+                ids = [call.get("id") for call in calls]
+                if len(set(ids)) != len(ids):
+                    return f"message {index}: duplicate tool call ids {ids}"
+                open_calls = list(ids)
+                continue
+            if expect_user:
+                return ALTERNATION_ERROR
+            expect_user = True
+        elif role == "user":
+            if not expect_user:
+                return ALTERNATION_ERROR
+            expect_user = False
+        else:
+            return f"message {index}: unknown role {role!r}"
+    if open_calls:
+        return f"tool call(s) {open_calls} have no result"
+    last = rest[-1].get("role") if rest else None
+    if last not in ("user", "tool"):
+        return "the conversation must end with a user or tool message"
+    return None
+
+
+def llama_error(status: int, message: str, kind: str, **extra: Any) -> Reply:
+    """An error in llama.cpp's shape: ``{"error": {"code", "message", "type", ...}}``."""
+    body = json.dumps({"error": {"code": status, "message": message, "type": kind, **extra}}).encode()
+    return Reply(status=status, body=body, content_type="application/json; charset=utf-8", chunked=False)
+
+
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"}
 _REASONS |= {429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 class FakeOpenAI:
     """``async with FakeOpenAI([replies...]) as server``: serves on ``server.base_url``; each
-    request takes the next reply (a 500 when the script is exhausted)."""
+    chat request takes the next reply (a 500 when the script is exhausted). A chat request a
+    strict server refuses (see the module's docstring) is answered 400 without taking a reply;
+    ``refused`` keeps why."""
 
-    def __init__(self, replies: Iterable[Reply] = ()) -> None:
+    def __init__(
+        self,
+        replies: Iterable[Reply] = (),
+        *,
+        strict: bool = False,
+        n_ctx: int | None = None,
+        models_style: Literal["llama.cpp", "vllm", "none"] = "llama.cpp",
+        model_id: str = "fake",
+    ) -> None:
         self.replies: deque[Reply] = deque(replies)
         self.requests: list[Recorded] = []
+        self.refused: list[str] = []
+        self.strict = strict
+        self.n_ctx = n_ctx
+        self.models_style = models_style
+        self.model_id = model_id
+        self._arrived = anyio.Event()
         self.port = 0
         self._group: TaskGroup | None = None
         self._listener: Any = None
@@ -184,11 +302,62 @@ class FakeOpenAI:
             except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, ValueError):
                 return
             self.requests.append(recorded)
-            reply = self.replies.popleft() if self.replies else error_reply(500, "the script is exhausted")
+            self._arrived.set()
+            reply = self._reply_to(recorded)
             try:
-                await self._play(stream, reply)
+                await self._play(stream, reply, recorded)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass  # the client went away (as it should after a stall)
+
+    async def wait_for_requests(self, count: int) -> None:
+        """Wait until ``count`` chat requests have come in."""
+        while len(self.chat_requests) < count:
+            await self._arrived.wait()
+            self._arrived = anyio.Event()
+
+    @property
+    def chat_requests(self) -> list[Recorded]:
+        """The ``/chat/completions`` requests, in order."""
+        return [request for request in self.requests if request.path.endswith("/chat/completions")]
+
+    def _reply_to(self, recorded: Recorded) -> Reply:
+        if recorded.method == "GET" and recorded.path.endswith("/models"):
+            return self._models()
+        if self.strict or self.n_ctx is not None:
+            try:
+                body = recorded.json
+            except ValueError:
+                return llama_error(400, "invalid JSON in the request body", "invalid_request_error")
+            if self.strict:
+                problem = conversation_problem(body.get("messages"))
+                if problem is not None:
+                    self.refused.append(problem)
+                    return llama_error(400, f"Jinja Exception: {problem}", "invalid_request_error")
+            if self.n_ctx is not None:
+                tokens = prompt_tokens(body)
+                if tokens >= self.n_ctx:
+                    message = (
+                        f"request ({tokens} tokens) exceeds the available context size ({self.n_ctx} tokens),"
+                        " try increasing it"
+                    )
+                    self.refused.append(message)
+                    return llama_error(
+                        400, message, "exceed_context_size_error", n_prompt_tokens=tokens, n_ctx=self.n_ctx
+                    )
+        return self.replies.popleft() if self.replies else error_reply(500, "the script is exhausted")
+
+    def _models(self) -> Reply:
+        entry: dict[str, Any] = {"id": self.model_id, "object": "model", "created": 0, "owned_by": "fake"}
+        if self.models_style == "none":
+            return error_reply(404, "File Not Found")
+        if self.n_ctx is not None and self.models_style == "llama.cpp":
+            entry["owned_by"] = "llamacpp"
+            entry["meta"] = {"vocab_type": 2, "n_vocab": 49152, "n_ctx": self.n_ctx, "n_ctx_train": 8192}
+        elif self.n_ctx is not None:
+            entry["owned_by"] = "vllm"
+            entry["max_model_len"] = self.n_ctx
+        body = json.dumps({"object": "list", "data": [entry]}).encode()
+        return Reply(body=body, content_type="application/json", chunked=False)
 
     async def _read_request(self, buffered: BufferedByteReceiveStream) -> Recorded:
         head = (await buffered.receive_until(b"\r\n\r\n", 1 << 16)).decode("latin-1")
@@ -202,7 +371,7 @@ class FakeOpenAI:
         body = await buffered.receive_exactly(length) if length else b""
         return Recorded(method, path, headers, body)
 
-    async def _play(self, stream: SocketStream, reply: Reply) -> None:
+    async def _play(self, stream: SocketStream, reply: Reply, recorded: Recorded) -> None:
         if reply.then == "no_answer":
             await self._release.wait()
             return
@@ -220,6 +389,8 @@ class FakeOpenAI:
         if reply.body:
             await stream.send(reply.body)
             return
+        if reply.first_delay:
+            await self._wait_first(stream, reply, recorded)
         for piece in reply.chunks:
             await self._send_piece(stream, reply, piece)
         if reply.then == "stall":
@@ -231,6 +402,22 @@ class FakeOpenAI:
         elif reply.then == "end" and reply.chunked:
             await stream.send(b"0\r\n\r\n")
         # "drop", and the end of a close-delimited body: closing the stream is the signal.
+
+    async def _wait_first(self, stream: SocketStream, reply: Reply, recorded: Recorded) -> None:
+        wants_progress = False
+        try:
+            wants_progress = bool(recorded.json.get("return_progress"))
+        except ValueError:
+            pass
+        steps = reply.progress if wants_progress else 0
+        if not steps:
+            await anyio.sleep(reply.first_delay)
+            return
+        total = 1000
+        for step in range(1, steps + 1):
+            await anyio.sleep(reply.first_delay / steps)
+            document = progress_chunk(total * step // steps, total)
+            await self._send_piece(stream, reply, sse(document, done=False)[0])
 
     @staticmethod
     async def _send_piece(stream: SocketStream, reply: Reply, piece: bytes) -> None:

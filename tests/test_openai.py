@@ -197,8 +197,13 @@ async def test_conversation_round_trips_through_the_request() -> None:
             ],
             "reasoning_content": "need the file",
         },
-        {"role": "tool", "tool_call_id": "call_1", "content": "print(1)"},
-        {"role": "user", "content": "<context>\na.py is generated\n</context>"},
+        # Context the step's tools produced stays inside the step: a user message here would
+        # break the alternation strict templates check.
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": "print(1)\n<context>\na.py is generated\n</context>",
+        },
     ]
     assert "reasoning_content" not in without[1]
     assert without[0] == with_reasoning[0]

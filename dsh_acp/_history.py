@@ -1,0 +1,126 @@
+"""The conversation as it is sent: always one the strictest chat templates accept.
+
+A session's history records what happened — a prompt cancelled before the model said anything,
+a request that failed, a turn cut off inside a tool step, a summary that replaced everything —
+and the session log keeps it that way for replay. What a model is sent must still be a valid
+conversation, because strict servers (the chat templates of the Mistral and Gemma families,
+llama.cpp's template checks) refuse anything else, and refuse it again on every later prompt.
+``conversation`` is the one place that makes it valid, every request goes through it:
+
+- after the system message, user and assistant turns alternate, starting with the user (tool
+  steps — an assistant message with tool calls and its results — sit inside a turn);
+- consecutive user content (a prompt that got no answer, then the next one; a summary, then a
+  prompt) is merged into one user message;
+- every tool call is answered by exactly one result right after its message (a missing one
+  gets a "cancelled" result; a result that answers no open call is left out);
+- an assistant message has text or tool calls (one with only reasoning, or nothing, is left
+  out); two assistant messages in a row are merged;
+- a user message that follows a tool step which got no answer (the turn was cancelled or failed
+  after its tools ran) is preceded by a short assistant note saying the turn was interrupted.
+
+Messages that need no change are passed through as the same objects, so an encoder may cache
+their encoding by identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final
+
+from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
+
+if TYPE_CHECKING:
+    from dsh_tools import ContentBlock
+
+__all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "conversation"]
+
+INTERRUPTED_TEXT: Final = "(This turn was interrupted before I answered.)"
+"""The assistant's side of a turn that ended inside a tool step."""
+CANCELLED_TEXT: Final = "Error: the user cancelled this call before it finished"
+"""The result of a tool call that never got one."""
+
+
+def conversation(messages: Iterable[Message]) -> list[Message]:
+    """``messages`` made into a valid conversation (see the module docstring)."""
+    out: list[Message] = []
+    open_calls: list[ToolCallRequest] = []
+    answers: dict[int, ToolResultMessage] = {}
+    in_step = False  # the last message out is a tool step's (a call or a result)
+
+    def settle() -> None:
+        for index, call in enumerate(open_calls):
+            out.append(answers.get(index) or _missing(call))
+        open_calls.clear()
+        answers.clear()
+
+    for message in messages:
+        if isinstance(message, ToolResultMessage):
+            for index, call in enumerate(open_calls):
+                if call.id == message.call_id and index not in answers:
+                    answers[index] = message
+                    break
+            continue  # a result for no open call: nothing asked for it
+        settle()
+        if isinstance(message, AssistantMessage):
+            if not message.text.strip() and not message.tool_calls:
+                continue
+            last = out[-1] if out else None
+            if last is None:
+                out.append(UserMessage(_text_blocks("(The conversation continues.)")))
+            elif isinstance(last, AssistantMessage) and not last.tool_calls:
+                message = _merge_assistant(last, message)
+                out.pop()
+            out.append(message)
+            open_calls.extend(message.tool_calls)
+            in_step = bool(message.tool_calls)
+            continue
+        # A user message, or context (which is sent as user content).
+        last = out[-1] if out else None
+        if in_step and isinstance(message, ContextMessage) and isinstance(last, ToolResultMessage):
+            # Context a step's tools produced belongs to that step: folded into its last result,
+            # it keeps the step between the assistant's call and its next message.
+            out[-1] = _with_context(last, message.text)
+            continue
+        if in_step:
+            out.append(AssistantMessage(text=INTERRUPTED_TEXT))
+            in_step = False
+            last = out[-1]
+        if isinstance(last, (UserMessage, ContextMessage)):
+            out[-1] = _merge_user(last, message)
+        else:
+            out.append(message)
+    settle()
+    return out
+
+
+def _missing(call: ToolCallRequest) -> ToolResultMessage:
+    return ToolResultMessage(call.id, call.name, _text_blocks(CANCELLED_TEXT), is_error=True)
+
+
+def _text_blocks(text: str) -> tuple[ContentBlock, ...]:
+    from dsh_tools import TextBlock  # pydantic: loaded with the first request, not at start-up
+
+    return (TextBlock(text=text),)
+
+
+def _user_blocks(message: UserMessage | ContextMessage) -> tuple[ContentBlock, ...]:
+    if isinstance(message, UserMessage):
+        return message.content
+    return _text_blocks(f"<context>\n{message.text}\n</context>")
+
+
+def _merge_user(first: UserMessage | ContextMessage, second: UserMessage | ContextMessage) -> UserMessage:
+    return UserMessage((*_user_blocks(first), *_user_blocks(second)))
+
+
+def _merge_assistant(first: AssistantMessage, second: AssistantMessage) -> AssistantMessage:
+    return AssistantMessage(
+        text="\n\n".join(part for part in (first.text, second.text) if part),
+        reasoning="\n\n".join(part for part in (first.reasoning, second.reasoning) if part),
+        tool_calls=second.tool_calls,
+    )
+
+
+def _with_context(result: ToolResultMessage, text: str) -> ToolResultMessage:
+    blocks = (*result.content, *_text_blocks(f"<context>\n{text}\n</context>"))
+    return ToolResultMessage(result.call_id, result.name, blocks, result.is_error)
