@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
-import orjson
 from anyio.abc import TaskGroup
 
 from dsh_tools import (
@@ -26,6 +25,7 @@ from dsh_tools import (
     PlanView,
     TerminalOutput,
     TextBlock,
+    ToolErrorInfo,
     ToolExecution,
     ToolExecutionResult,
     bound_text,
@@ -65,6 +65,7 @@ from ._model import (
 )
 from ._modes import permission_key
 from ._session import Session
+from ._toolcalls import parse_arguments, with_unique_id
 
 __all__ = ["CANCELLED_TEXT", "PERMISSION_OPTIONS", "LoopSettings", "StopReason", "TurnRunner", "view_json"]
 
@@ -106,6 +107,9 @@ class _Call:
     output: OutputCoalescer | None = None
     model_result: ToolResultMessage | None = None
     recorded: bool = False
+    rejected: str | None = None
+    """Why the call cannot run (its arguments are too deep or too big): it fails unannounced to
+    its tool."""
 
     @property
     def is_plan(self) -> bool:
@@ -115,15 +119,6 @@ class _Call:
 def view_json(view: Any) -> Any:
     """A render intent as plain JSON for the session log (``None`` stays ``None``)."""
     return None if view is None else view.model_dump(mode="json")
-
-
-def _parse_arguments(text: str) -> Any:
-    if not text.strip():
-        return {}
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text  # the tool's validation tells the model what was wrong
 
 
 class TurnRunner:
@@ -138,6 +133,7 @@ class TurnRunner:
         self._turn_index = turn_index
         self._requests = 0
         self._calls: dict[str, _Call] = {}
+        self._call_ids: set[str] = set()  # every tool-call id of the turn: each card has its own
         self._step: list[_Call] = []
         self._group: TaskGroup | None = None
         self.last_text_id: str | None = None
@@ -235,7 +231,7 @@ class TurnRunner:
                         }
                     )
                 elif type(event) is ToolCallRequest:
-                    calls.append(event)
+                    calls.append(with_unique_id(event, self._call_ids))
                 elif type(event) is Usage:
                     self.last_usage = event
                     if keep:
@@ -274,11 +270,12 @@ class TurnRunner:
     async def _run_tools(self, requests: Sequence[ToolCallRequest]) -> None:
         session = self.session
         executions = []
+        rejected = []
         self._step = []
         for request in requests:
-            arguments = _parse_arguments(request.arguments)
+            arguments, problem = parse_arguments(request.arguments)
             definition = session.registry.get(request.name)
-            view = definition.call_view(arguments) if definition else None
+            view = definition.call_view(arguments) if definition and problem is None else None
             info = CallInfo(
                 call_id=request.id,
                 name=request.name,
@@ -286,9 +283,12 @@ class TurnRunner:
                 view=view,
                 kind=definition.kind if definition else "other",
             )
-            call = _Call(info)
+            call = _Call(info, rejected=problem)
             self._calls[request.id] = call
             self._step.append(call)
+            if problem is not None:
+                rejected.append(call)
+                continue
             executions.append(
                 ToolExecution(
                     call_id=request.id,
@@ -303,6 +303,8 @@ class TurnRunner:
                     on_dispatch=self._dispatched,
                 )
             )
+        for call in rejected:  # the whole step was checked first: these fail before any call runs
+            await self._finished(_rejection(call))
         async with anyio.create_task_group() as group:
             self._group = group
             results = await session.registry.execute_many(executions, on_result=self._finished)
@@ -398,7 +400,7 @@ class TurnRunner:
             await call.output.aclose()
         if not call.announced:
             await self._announce(call, "pending")  # it never ran: refused before dispatch
-        definition = session.registry.get(call.info.name)
+        definition = session.registry.get(call.info.name) if call.rejected is None else None
         tool_result = result.as_tool_result()
         view = definition.result_view(call.info.arguments, tool_result) if definition else None
         content = _budget(result.content, self.settings.output_head, self.settings.output_tail)
@@ -471,6 +473,16 @@ class TurnRunner:
                     await self.session.send(update)
         if self._step:
             self._settle_step()
+
+
+def _rejection(call: _Call) -> ToolExecutionResult:
+    assert call.rejected is not None
+    return ToolExecutionResult(
+        call_id=call.info.call_id,
+        content=(TextBlock(text=f"Error: {call.rejected}"),),
+        is_error=True,
+        error=ToolErrorInfo(name="ToolArgsError", code="INVALID_ARGS"),
+    )
 
 
 def _streamed(call: _Call) -> bool:

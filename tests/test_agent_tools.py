@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh_acp._model import ContextMessage, ToolResultMessage
+from dsh_acp._model import AssistantMessage, ContextMessage, ToolResultMessage
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Accept,
@@ -617,3 +617,25 @@ async def test_cancel_while_a_person_is_asked(acp_schema: AcpSchema, tmp_path: A
         )
         assert [m["params"]["requestId"] for m in withdrawn] == [permission_id]
     client.assert_valid()
+
+
+async def test_a_rejected_call_fails_on_its_own_card_and_the_model_hears_why(
+    acp_schema: AcpSchema, tmp_path: Any
+) -> None:
+    deep = '{"path": ' + "[" * 100 + "]" * 100 + "}"
+    calls = [("d1", "look", deep), ("ok", "look", {"path": "/a"}), ("ok", "look", {"path": "/b"})]
+    client, result, model = await one_turn(acp_schema, str(tmp_path), [step(*calls)], PLAIN_CLIENT)
+    assert result == {"stopReason": "end_turn"}
+    updates = tool_updates(client)
+    announced = [u["toolCallId"] for u in updates if u["sessionUpdate"] == "tool_call"]
+    assert announced == ["d1", "ok", "ok-2"]
+    for update in updates:  # every update is for a card announced before it
+        assert update["toolCallId"] in announced[: announced.index(update["toolCallId"]) + 1]
+    failed = [u for u in updates if u.get("status") == "failed"]
+    assert [u["toolCallId"] for u in failed] == ["d1"]
+    messages = model.requests[1].messages
+    assistant = next(m for m in messages if isinstance(m, AssistantMessage) and m.tool_calls)
+    assert [c.id for c in assistant.tool_calls] == ["d1", "ok", "ok-2"]
+    results = [m for m in messages if isinstance(m, ToolResultMessage)]
+    assert [r.call_id for r in results] == ["d1", "ok", "ok-2"]
+    assert "nested deeper than" in results[0].content[0].text  # type: ignore[union-attr]
