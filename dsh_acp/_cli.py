@@ -19,7 +19,7 @@ from ._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids
 __all__ = ["build_config", "main"]
 
 _DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-_COMMANDS = ("tools", "login", "demo")
+_COMMANDS = ("tools", "login", "demo", "schema")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "An Agent Client Protocol agent: launch it from your editor; it speaks ACP on stdio. "
             "Other commands: `dsh-acp demo` (watch it work: no model, key or editor needed), "
-            "`dsh-acp tools --markdown` (the tool catalog), `dsh-acp login` (store an API key)."
+            "`dsh-acp tools --markdown` (the tool catalog), `dsh-acp login` (store an API key), "
+            "`dsh-acp schema fetch` (download the official ACP schema the testing kit validates against)."
         ),
     )
     parser.add_argument("--version", action="version", version=f"dsh-acp {VERSION}")
@@ -230,6 +231,10 @@ def _run_command(name: str, argv: Sequence[str]) -> int:
         from ._demo import demo_main  # imports rich: only for this command, never on the agent's path
 
         return demo_main(argv)
+    if name == "schema":
+        from .testing._schema_source import schema_main
+
+        return schema_main(argv)
     from ._catalog import tools_main
 
     return tools_main(argv)

@@ -1,5 +1,5 @@
 """End to end with the official ACP client: the TypeScript SDK (``@agentclientprotocol/sdk``, pinned in
-``tests/client/package.json``) plays Zed against the real ``dsh-acp`` over stdio.
+``tests/client/package-lock.json``) plays Zed against the real ``dsh-acp`` over stdio.
 
 ``tests/client/drive.mjs`` runs one of two scenarios and prints everything it saw.
 
@@ -170,28 +170,11 @@ def _need(tool: str) -> str:
     return path
 
 
-def _install_sdk(npm: str) -> None:
-    """``npm ci`` from the committed lock file unless the pinned SDK is already installed, so the
-    README's test command works on a fresh machine that only has node and npm."""
-    pinned = json.loads((CLIENT_DIR / "package.json").read_text())["dependencies"][SDK]
-    installed = CLIENT_DIR / "node_modules" / SDK / "package.json"
-    if installed.is_file() and json.loads(installed.read_text()).get("version") == pinned:
-        return
-    result = subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=CLIENT_DIR,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    # A failing install is a failure, never a skip: CI must not go green without running this test.
-    assert result.returncode == 0, f"npm ci failed in {CLIENT_DIR}:\n{result.stdout}\n{result.stderr}"
-
-
-def _drive(tmp_path_factory: pytest.TempPathFactory, scenario: str, script: str) -> Run:
+def _drive(request: pytest.FixtureRequest, scenario: str, script: str) -> Run:
     node = _need("node")
-    _install_sdk(_need("npm"))
+    _need("npm")
+    request.getfixturevalue("pinned_sdk")  # `npm ci` in tests/client on first use (the root conftest)
+    tmp_path_factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
     # Paths on the wire are compared with the workspace's: resolve it as the agent will see it.
     workspace = tmp_path_factory.mktemp("workspace").resolve()
     (workspace / "src").mkdir()
@@ -226,8 +209,8 @@ def _drive(tmp_path_factory: pytest.TempPathFactory, scenario: str, script: str)
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _drive(tmp_path_factory, "tools", "model.json")
+def run(request: pytest.FixtureRequest) -> Run:
+    return _drive(request, "tools", "model.json")
 
 
 def test_the_sdk_accepted_every_message_as_sent(run: Run) -> None:
@@ -437,8 +420,8 @@ SUMMARY = "We planned the greeting fix: found it in src/app.py; the punctuation 
 
 
 @pytest.fixture(scope="module")
-def editor(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _drive(tmp_path_factory, "editor", "editor.json")
+def editor(request: pytest.FixtureRequest) -> Run:
+    return _drive(request, "editor", "editor.json")
 
 
 def _options(config_options: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

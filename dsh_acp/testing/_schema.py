@@ -1,10 +1,10 @@
 """Validating ACP messages against the official JSON schema, each by its specific definition.
 
-The schema is never copied into a project: it is found through the ``ACP_SCHEMA`` environment
-variable (the path of ``schema.json``) or at ``../shared/acp-schema/v1/schema.json`` from the
-working directory or any of its parents. Each message is checked against the official file and
-against ``schema.strict.json`` beside it (which rejects keys the schema does not name: the
-official file would accept ``raw_input`` or a ``_meta`` key at the root).
+The schema is never copied into a project: it is the file ``schema/v1/schema.json`` of the pinned
+npm package ``@agentclientprotocol/sdk``, found through the ``ACP_SCHEMA`` environment variable (the
+path of a ``schema.json``) or in the user cache, where ``dsh-acp schema fetch`` puts it. Each
+message is checked against the official file and against its strict form, derived from it here
+(the official file would accept ``raw_input`` or a ``_meta`` key at the root).
 """
 
 from __future__ import annotations
@@ -16,48 +16,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ._schema_source import ACP_SDK_PACKAGE, ACP_SDK_VERSION, FETCH_COMMAND, cached_schema_path
+from ._strict import strict_schema, strict_wrapper
+
 __all__ = ["AcpSchema", "SchemaNotFound", "SchemaViolation", "locate_schema"]
 
 
 class SchemaNotFound(FileNotFoundError):
-    """The official ACP schema is not where ``ACP_SCHEMA`` or the default location says."""
+    """The official ACP schema is neither where ``ACP_SCHEMA`` says nor in the user cache."""
 
 
 class SchemaViolation(AssertionError):
     """A message does not validate against its definition."""
 
 
-def _hoist_unevaluated(node: Any) -> Any:
-    """Repair the strict schema where it rejects valid messages.
-
-    ``schema.strict.json`` puts ``unevaluatedProperties: false`` inside the ``oneOf``/``anyOf``
-    branches of objects that also list ``properties`` of their own (``SessionConfigOption``,
-    ``SetSessionConfigOptionRequest``, the elicitation types). A branch cannot see its parent's
-    properties, so every valid option (its ``id``, ``name``) is rejected. Moving the keyword up to
-    the parent keeps the intent — no key the definition does not name — and sees both.
+def locate_schema(*, fetch: bool = False) -> Path:
+    """The official ``schema.json``: ``$ACP_SCHEMA``, else the pinned version in the user cache
+    (downloaded first when ``fetch`` is true and npm is installed).
     """
-    if isinstance(node, list):
-        return [_hoist_unevaluated(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    node = {key: _hoist_unevaluated(value) for key, value in node.items()}
-    if "properties" in node:
-        for key in ("oneOf", "anyOf"):
-            branches = node.get(key)
-            if isinstance(branches, list) and any(
-                isinstance(b, dict) and b.get("unevaluatedProperties") is False for b in branches
-            ):
-                node[key] = [
-                    {k: v for k, v in b.items() if k != "unevaluatedProperties"} if isinstance(b, dict) else b
-                    for b in branches
-                ]
-                node["unevaluatedProperties"] = False
-    return node
-
-
-def locate_schema(start: str | Path | None = None) -> Path:
-    """The official ``schema.json``: ``$ACP_SCHEMA``, else ``shared/acp-schema/v1/schema.json``
-    in a parent folder of ``start`` (default: the working directory)."""
     env = os.environ.get("ACP_SCHEMA")
     if env:
         path = Path(env)
@@ -66,12 +42,20 @@ def locate_schema(start: str | Path | None = None) -> Path:
         if not path.is_file():
             raise SchemaNotFound(f"ACP_SCHEMA={env} is not the ACP schema.json")
         return path
-    here = Path(start or os.getcwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / "shared" / "acp-schema" / "v1" / "schema.json"
-        if candidate.is_file():
-            return candidate
-    raise SchemaNotFound("ACP schema not found: set ACP_SCHEMA to the path of acp-schema/v1/schema.json")
+    cached = cached_schema_path()
+    if cached.is_file():
+        return cached
+    if fetch:
+        from ._schema_source import SchemaFetchError, fetch_schema
+
+        try:
+            return fetch_schema()
+        except SchemaFetchError as error:
+            raise SchemaNotFound(f"the ACP schema is not in {cached}; fetching it failed: {error}") from error
+    raise SchemaNotFound(
+        f"the ACP schema ({ACP_SDK_PACKAGE} {ACP_SDK_VERSION}) is not in {cached}: run `{FETCH_COMMAND}` "
+        "(needs npm), or set ACP_SCHEMA to the path of a schema.json"
+    )
 
 
 class AcpSchema:
@@ -80,12 +64,7 @@ class AcpSchema:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else locate_schema()
         self.official: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
-        strict_path = self.path.with_name("schema.strict.json")
-        self.strict: dict[str, Any] | None = (
-            _hoist_unevaluated(json.loads(strict_path.read_text(encoding="utf-8")))
-            if strict_path.is_file()
-            else None
-        )
+        self.strict: dict[str, Any] = strict_schema(self.official)
         defs: dict[str, Any] = self.official["$defs"]
         self.agent_responses: dict[str, str] = {}
         self.agent_requests: dict[str, str] = {}
@@ -111,20 +90,13 @@ class AcpSchema:
     def _validators(self, definition: str) -> list[Any]:
         from jsonschema import Draft202012Validator
 
-        validators = []
-        for document in (self.official, self.strict):
-            if document is None:
-                continue
-            if definition not in document["$defs"]:
-                raise KeyError(f"the ACP schema has no definition {definition!r}")
-            wrapper = {"$defs": document["$defs"], "$ref": f"#/$defs/{definition}"}
-            if document is self.strict:
-                wrapper["unevaluatedProperties"] = False
-            validators.append(Draft202012Validator(wrapper))
-        return validators
+        if definition not in self.official["$defs"]:
+            raise KeyError(f"the ACP schema has no definition {definition!r}")
+        official = {"$defs": self.official["$defs"], "$ref": f"#/$defs/{definition}"}
+        return [Draft202012Validator(official), Draft202012Validator(strict_wrapper(self.strict, definition))]
 
     def validate(self, definition: str, value: Any) -> None:
-        """Raise ``SchemaViolation`` unless ``value`` matches ``definition`` (official and strict)."""
+        """Raise ``SchemaViolation`` unless ``value`` matches ``definition`` (official, then strict)."""
         for validator in self._validators(definition):
             errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
             if errors:

@@ -48,10 +48,11 @@ class GoldenCheck:
 
 
 @pytest.fixture(scope="session")
-def acp_schema(request: pytest.FixtureRequest) -> AcpSchema:
-    """The official ACP schema (``$ACP_SCHEMA``, or ``shared/acp-schema/v1/schema.json`` in a parent
-    folder of the project); its absence fails the tests that need it."""
-    return AcpSchema(locate_schema(request.config.rootpath))
+def acp_schema() -> AcpSchema:
+    """The official ACP schema: ``$ACP_SCHEMA``, else the pinned version in the user cache, fetched
+    with npm on first use (as ``dsh-acp schema fetch`` does); its absence fails the tests that need
+    it, with what to run."""
+    return AcpSchema(locate_schema(fetch=True))
 
 
 @pytest.fixture

@@ -1,0 +1,63 @@
+"""This repository's own source of the official ACP schema, for tests/ and examples/ alike.
+
+The schema is the one in the npm package ``@agentclientprotocol/sdk`` that ``tests/client`` pins
+in its lock file (the official-client test drives the same install): ``npm ci`` there on first
+use, then ``schema/v1/schema.json`` inside it. ``ACP_SCHEMA`` (the path of a ``schema.json``)
+overrides it. Nothing outside the clone is read: this overrides the kit's ``acp_schema`` fixture,
+which would otherwise use the user cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dsh_acp.testing import AcpSchema, SchemaNotFound, locate_schema
+from dsh_acp.testing._schema_source import ACP_SDK_PACKAGE, ACP_SDK_VERSION
+
+CLIENT_DIR = Path(__file__).parent / "tests" / "client"
+SDK_DIR = CLIENT_DIR / "node_modules" / ACP_SDK_PACKAGE
+
+
+def install_pinned_sdk() -> Path:
+    """The pinned SDK installed in ``tests/client`` (``npm ci`` from the lock file unless it is
+    there already); raises ``SchemaNotFound`` saying what is missing."""
+    installed = SDK_DIR / "package.json"
+    if installed.is_file() and json.loads(installed.read_text()).get("version") == ACP_SDK_VERSION:
+        return SDK_DIR
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SchemaNotFound(
+            f"npm is not installed: the tests install the ACP schema ({ACP_SDK_PACKAGE} {ACP_SDK_VERSION}) "
+            "with `npm ci` in tests/client. Install Node.js 20 or later with npm, or set ACP_SCHEMA to "
+            "the path of a schema.json"
+        )
+    result = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=CLIENT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise SchemaNotFound(f"npm ci failed in {CLIENT_DIR}:\n{result.stdout}\n{result.stderr}")
+    return SDK_DIR
+
+
+@pytest.fixture(scope="session")
+def pinned_sdk() -> Path:
+    """The folder of the pinned ``@agentclientprotocol/sdk`` under ``tests/client/node_modules``."""
+    return install_pinned_sdk()
+
+
+@pytest.fixture(scope="session")
+def acp_schema() -> AcpSchema:
+    if os.environ.get("ACP_SCHEMA"):
+        return AcpSchema(locate_schema())
+    return AcpSchema(install_pinned_sdk() / "schema" / "v1" / "schema.json")

@@ -1,0 +1,97 @@
+"""The strict form of a JSON schema: an object accepts only the keys its schema names.
+
+The official ACP schema leaves every object open, so a misspelled key (``raw_input``,
+``current_value``) or a ``_meta`` key placed at the wrong level validates. The strict form adds
+``unevaluatedProperties: false`` at every place where a value starts (the root, each property's
+value, array items, map values) whose schema names properties anywhere in its composition.
+
+Placing it there, and never inside ``$defs``, ``allOf``/``anyOf``/``oneOf`` branches, is what
+keeps it correct: in draft 2020-12 ``unevaluatedProperties`` sees the properties evaluated by
+every ``$ref`` and every successful branch below it, so an object whose branches add properties
+(``SessionConfigOption``: ``id``/``name`` on the parent, ``type``/``options`` in a branch) is
+checked as the union, whereas a restriction inside a branch would reject the parent's keys.
+Open maps and ``_meta`` declare ``additionalProperties`` (every key is then evaluated), so they
+stay open; a value with no properties at all (``rawInput``) is left alone. ``not`` and ``if``
+are copied untouched: a restriction under ``not`` would invert its meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["strict_schema", "strict_wrapper"]
+
+_BRANCH_LISTS = ("allOf", "anyOf", "oneOf")  # same value: the branches share the restriction above
+_BRANCHES = ("then", "else")
+_VALUE_MAPS = ("properties", "patternProperties")  # each entry describes a new value
+_VALUES = ("additionalProperties", "items", "contains", "unevaluatedItems")
+_DEFS_PREFIX = "#/$defs/"
+
+
+class _Deriver:
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.defs: dict[str, Any] = document.get("$defs", {})
+        self._names_cache: dict[str, bool] = {}
+
+    def names_properties(self, node: Any, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether ``node`` (through ``$ref`` and branches, for the same value) lists properties."""
+        if not isinstance(node, dict):
+            return False
+        if node.get("properties"):
+            return True
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_DEFS_PREFIX):
+            name = ref.removeprefix(_DEFS_PREFIX)
+            if name not in seen:
+                if name not in self._names_cache:
+                    self._names_cache[name] = self.names_properties(self.defs.get(name), seen | {name})
+                if self._names_cache[name]:
+                    return True
+        branches = [b for key in _BRANCH_LISTS for b in node.get(key, ())]
+        branches += [node[key] for key in _BRANCHES if key in node]
+        return any(self.names_properties(branch, seen) for branch in branches)
+
+    def derive(self, node: Any, starts_value: bool) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, child in node.items():
+            if key in _BRANCH_LISTS and isinstance(child, list):
+                out[key] = [self.derive(branch, False) for branch in child]
+            elif key in _BRANCHES or key == "$defs":
+                out[key] = (
+                    {name: self.derive(d, False) for name, d in child.items()}
+                    if key == "$defs"
+                    else self.derive(child, False)
+                )
+            elif key in _VALUE_MAPS and isinstance(child, dict):
+                out[key] = {name: self.derive(value, True) for name, value in child.items()}
+            elif key in _VALUES:
+                out[key] = self.derive(child, True)
+            elif key == "prefixItems" and isinstance(child, list):
+                out[key] = [self.derive(item, True) for item in child]
+            else:
+                out[key] = child  # annotations, constants, `not`, `if`: unchanged
+        if starts_value and "unevaluatedProperties" not in node and self.names_properties(node):
+            out["unevaluatedProperties"] = False
+        return out
+
+
+def strict_schema(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with unknown keys rejected wherever a value's schema names its properties.
+
+    A definition is made strict at the places that use it, so to validate a value against one
+    definition wrap it: ``{"$defs": strict["$defs"], "$ref": "#/$defs/NAME",
+    "unevaluatedProperties": False}`` (which ``strict_wrapper`` builds).
+    """
+    result: dict[str, Any] = _Deriver(document).derive(document, True)
+    return result
+
+
+def strict_wrapper(strict: dict[str, Any], definition: str) -> dict[str, Any]:
+    """A schema validating one value against ``definition`` of a ``strict_schema`` result: the
+    wrapper is where that value starts, so it carries the restriction."""
+    wrapper: dict[str, Any] = {"$defs": strict["$defs"], "$ref": f"{_DEFS_PREFIX}{definition}"}
+    if _Deriver(strict).names_properties(wrapper):
+        wrapper["unevaluatedProperties"] = False
+    return wrapper
