@@ -10,8 +10,8 @@ from test_official_client import Run, _drive
 
 
 @pytest.fixture(scope="module")
-def features(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _drive(tmp_path_factory, "features", "features.json")
+def features(request: pytest.FixtureRequest) -> Run:
+    return _drive(request, "features", "features.json")
 
 
 def test_features_sdk_accepted_every_message_as_sent(features: Run) -> None:
