@@ -48,6 +48,7 @@ __all__ = [
     "compaction_status",
     "console_fence",
     "finish_call",
+    "notice",
     "output_chunk",
     "permission_tool_call",
     "plan_update",
@@ -74,11 +75,13 @@ class RenderContext:
     """Budget of the fenced console fallback, like the text the model sees."""
     compaction: bool = False
     """Whether the client shows compactions (``session.compaction``); else a summary is a message."""
+    notices: bool = False
+    """Whether the client shows ``notice`` updates (``session.notices``)."""
 
     @classmethod
     def for_client(cls, cwd: str, client_capabilities: Mapping[str, Any] | None) -> RenderContext:
         """Read the terminal convention off ``initialize``'s ``clientCapabilities._meta``, and
-        whether the client advertised compaction updates."""
+        whether the client advertised compaction and notice updates."""
         capabilities = client_capabilities or {}
         meta = capabilities.get("_meta") or {}
         key: TerminalKey | None = None
@@ -89,7 +92,8 @@ class RenderContext:
                 key = "terminal_output"
         session = capabilities.get("session")
         compaction = isinstance(session, Mapping) and isinstance(session.get("compaction"), Mapping)
-        return cls(cwd=cwd, terminal_key=key, compaction=compaction)
+        notices = isinstance(session, Mapping) and isinstance(session.get("notices"), Mapping)
+        return cls(cwd=cwd, terminal_key=key, compaction=compaction, notices=notices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +226,17 @@ def summary_chunk(text: str, message_id: str, compaction_id: str, ctx: RenderCon
             "content": content,
         }
     return {"sessionUpdate": "agent_message_chunk", "content": content, "messageId": message_id}
+
+
+def notice(
+    severity: Literal["info", "warning", "error"], title: str, description: str | None = None
+) -> dict[str, Any]:
+    """Something that happened around the conversation (only for clients that advertised
+    ``session.notices``): a live event, never part of the session's history."""
+    update: dict[str, Any] = {"sessionUpdate": "notice", "severity": severity, "title": title or severity}
+    if description:
+        update["description"] = description
+    return update
 
 
 def compaction_status(

@@ -6,7 +6,7 @@ the scripted model both implement ``Model``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -140,6 +140,9 @@ class ModelRequest:
     tools: Sequence[ToolSchema]
     system: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    notice: Callable[[str, str], Awaitable[None]] | None = None
+    """Where a model tells the user, while the request waits, what is happening around it (a
+    retry after a rate limit): ``(title, detail)``; ``None`` when nobody listens."""
 
 
 class Model(Protocol):

@@ -426,16 +426,18 @@ class OpenAIModel:
         body = orjson.dumps(chat_request(self.settings, request))
         try:
             # aclosing: when the consumer stops early, the response closes now, not at GC time.
-            async with aclosing(self._events(body)) as events:
+            async with aclosing(self._events(body, request.notice)) as events:
                 async for event in events:
                     yield event
         except ModelError as error:
             # One gate for every message: whatever a server echoes back, the key stays here.
             raise type(error)(self._scrub(str(error))) from None
 
-    async def _events(self, body: bytes) -> AsyncGenerator[ModelEvent, None]:
+    async def _events(
+        self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
+    ) -> AsyncGenerator[ModelEvent, None]:
         deadline = anyio.current_time() + self.settings.request_timeout
-        response = await self._send(body)
+        response = await self._send(body, notice)
         chunks = response.aiter_bytes()
         try:
             assembler = _Assembler(self.settings.context_window, self._where)
@@ -486,7 +488,9 @@ class OpenAIModel:
             )
         return self._client
 
-    async def _send(self, body: bytes) -> httpx.Response:
+    async def _send(
+        self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
+    ) -> httpx.Response:
         import httpx
 
         settings = self.settings
@@ -497,6 +501,7 @@ class OpenAIModel:
         while True:
             attempt += 1
             retry_after: float | None = None
+            rate_limited = False
             try:
                 response = await client.send(client.build_request("POST", url, content=body), stream=True)
             except httpx.ConnectTimeout:
@@ -533,6 +538,7 @@ class OpenAIModel:
                 if status != 429 and status < 500:
                     raise ModelError(self._scrub(failure))
                 retry_after = _retry_after(response.headers)
+                rate_limited = status == 429
             delay = retry_after
             if delay is None:
                 ceiling = min(settings.retry_max_delay, settings.retry_base_delay * 2 ** (attempt - 1))
@@ -545,6 +551,10 @@ class OpenAIModel:
                 )
                 raise ModelError(self._scrub(f"{failure}; gave up after {attempt} attempt(s){why}"))
             _log.warning("%s; retrying in %.1f s (attempt %d)", self._scrub(failure), delay, attempt + 1)
+            if notice is not None:
+                what = "Rate limited" if rate_limited else "The model request failed"
+                wait = f"{delay:.0f} s" if delay >= 1 else f"{delay:.1f} s"
+                await notice(f"{what}; retrying in {wait}", self._scrub(failure))
             await self._sleep(delay)
             waited += delay
 

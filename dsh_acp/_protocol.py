@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, TextBlock, ToolRegistry
 
-from ._bridge import RenderContext, wire_block
+from ._bridge import RenderContext, notice, wire_block
 from ._coalesce import CoalescePolicy
 from ._commands import available_commands, parse_command, tools_text
 from ._config import AgentConfig, ModelChoice
@@ -242,7 +242,11 @@ class Protocol:
 
         async def send() -> None:
             await session.send(available_commands())
-            if failures:
+            if failures and session.render.notices:
+                for failure in failures:
+                    title, _, detail = failure.partition(": ")
+                    await session.send(notice("warning", title, detail))
+            elif failures:
                 await self._say(session, "\n".join(failures))
 
         return send

@@ -39,6 +39,7 @@ from ._bridge import (
     cancelled_call,
     compaction_status,
     finish_call,
+    notice,
     output_chunk,
     permission_tool_call,
     status_update,
@@ -196,6 +197,7 @@ class TurnRunner:
             tools=session.registry.schemas() if with_tools else [],
             system=system,
             metadata={"turn": self._turn_index, "step": self._requests},
+            notice=self._warn if session.render.notices else None,
         )
         self._requests += 1
         text: list[str] = []
@@ -257,6 +259,11 @@ class TurnRunner:
                     }
                 )
         return message, finish
+
+    async def _warn(self, title: str, detail: str) -> None:
+        """A warning about the running request (a retry) for clients that show notices; others
+        see the wait only (it is not part of the conversation)."""
+        await self.session.send(notice("warning", title, detail))
 
     async def _usage(self, usage: Usage) -> None:
         if usage.context_window:

@@ -128,3 +128,33 @@ async def test_a_rejected_key_ends_the_prompt_with_authentication_required(
             raw: Any = [line.raw for line in client.lines]
             assert not any(b"sk-test" in line for line in raw)
         client.assert_valid()
+
+
+@pytest.mark.parametrize("notices", [True, False], ids=["notices", "plain"])
+async def test_a_rate_limited_request_is_a_notice_where_the_client_shows_them(
+    acp_schema: AcpSchema, tmp_path: Path, notices: bool
+) -> None:
+    replies = [
+        error_reply(429, "slow down", headers={"retry-after-ms": "200"}),
+        stream_reply(chunk("Done."), chunk(finish="stop")),
+    ]
+    async with FakeOpenAI(replies) as server:
+        args = ["--model", "openai:fake", "--base-url", server.base_url, "--state-dir", str(tmp_path / "s")]
+        env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "DSH_API_KEY": ""}
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize({"session": {"notices": {}}} if notices else {})
+            sid = await client.new_session(str(tmp_path))
+            assert await client.prompt(sid, "hi") == {"stopReason": "end_turn"}
+            updates = [u for u in client.updates(sid) if u["sessionUpdate"] != "available_commands_update"]
+        client.assert_valid()
+    said = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert said == ["Done."]  # the retry is never part of the conversation
+    shown = [u for u in updates if u["sessionUpdate"] == "notice"]
+    if notices:
+        (notice,) = shown
+        assert notice["severity"] == "warning"
+        assert notice["title"] == "Rate limited; retrying in 0.2 s"
+        assert "HTTP 429: slow down" in notice["description"]
+        assert updates.index(notice) < updates.index(next(u for u in updates if u.get("content")))
+    else:
+        assert shown == []

@@ -1,6 +1,6 @@
 """The features users ask every agent for, driven by the official ACP TypeScript client
 (``tests/client/drive.mjs``, scenario ``features``, script ``tests/client/features.json``): prompts
-queued while a turn runs and cancelled with it. See ``test_official_client`` for how the driver
+queued while a turn runs and cancelled with it; notices. See ``test_official_client`` for how the driver
 records what the SDK handed to the editor and the raw wire."""
 
 from __future__ import annotations
@@ -52,4 +52,30 @@ def test_cancel_stops_the_turn_and_answers_the_queue(features: Run) -> None:
     prompts = [e for e in features.exchanges() if e.method == "session/prompt"][3:]
     # The queued prompts never ran: nothing was said after the cancel.
     cancelled_at = min(p.asked for p in prompts)
-    assert [u for i, u in features.delivered() if i > cancelled_at] == []
+    answered_at = max(p.answered for p in prompts)
+    assert [u for i, u in features.delivered() if cancelled_at < i < answered_at] == []
+
+
+def test_an_mcp_server_that_fails_to_start_is_a_notice(features: Run) -> None:
+    session_id = features.doc["mcpSession"]["sessionId"]
+    (created,) = [e for e in features.exchanges() if e.method == "session/new" and e.params["mcpServers"]]
+    updates = [
+        (i, e["params"]["update"])
+        for i, e in zip(
+            (i for i, m in features.wire("agent") if m.get("method") == "session/update"),
+            features.events("session_update"),
+            strict=True,
+        )
+        if e["params"]["sessionId"] == session_id
+    ]
+    notices = [(i, u) for i, u in updates if u["sessionUpdate"] == "notice"]
+    assert [u for _, u in notices] == [
+        {
+            "sessionUpdate": "notice",
+            "severity": "warning",
+            "title": 'MCP server "broken" failed to start',
+            "description": f'cannot run "{features.workspace / "no-such-server"}": No such file or directory',
+        }
+    ]
+    assert notices[0][0] > created.answered  # after the session's answer, which the editor needs first
+    assert [u for _, u in updates if u["sessionUpdate"] == "agent_message_chunk"] == []

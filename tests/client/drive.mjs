@@ -241,7 +241,8 @@ const scenarios = {
   async features(agent) {
     output.initialize = await call(agent, acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: zedCapabilities,
+      // Zed's capabilities plus what these features need the client to show.
+      clientCapabilities: { ...zedCapabilities, session: { notices: {} } },
       clientInfo: zed,
     });
     output.newSession = await call(agent, acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
@@ -255,6 +256,12 @@ const scenarios = {
     await sleep(300);
     await agent.notify(acp.methods.agent.session.cancel, { sessionId });
     output.cancelled = await cancelled;
+    // A session whose MCP server cannot start: the editor is told with a notice, after the answer.
+    output.mcpSession = await call(agent, acp.methods.agent.session.new, {
+      cwd: workspace,
+      mcpServers: [{ name: "broken", command: path.join(workspace, "no-such-server"), args: [], env: [] }],
+    });
+    await sleep(300);
   },
 };
 try {
