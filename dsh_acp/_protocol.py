@@ -442,6 +442,7 @@ class Protocol:
             session.turn = turn
             turn.started.set()
         else:
+            turn.queued = True
             session.queue.append(turn)
         return self._take_turn(session, turn, tuple(parsed.prompt))
 
@@ -452,9 +453,11 @@ class Protocol:
         hand-over takes effect after this prompt's answer is written: the answer is written
         without yielding, so updates never mix between prompts)."""
         try:
-            await turn.started.wait()
-            if turn.cancel_requested:
-                return {"stopReason": "cancelled"}
+            if turn.queued:
+                await turn.started.wait()
+                if turn.cancel_requested:  # cancelled while queued: it never ran, nothing is logged
+                    return {"stopReason": "cancelled"}
+            # A prompt that found the session idle runs (and is logged) even if a cancel came first.
             return await self._run_prompt(session, turn, prompt)
         finally:
             if turn in session.queue:  # the request itself was cancelled while it waited

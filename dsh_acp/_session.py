@@ -25,6 +25,8 @@ class Turn:
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
         self.cancel_requested = False
+        self.queued = False
+        """Whether the turn had to wait for another (a queued prompt cancelled never runs)."""
         self.started = anyio.Event()
         """Set when the turn may run: at once on an idle session, else when the turn before it ends."""
         self.done = anyio.Event()

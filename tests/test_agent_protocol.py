@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from dsh_acp._config import AgentConfig
@@ -219,6 +220,31 @@ async def test_cancel_empties_the_queue_and_a_cancelled_request_leaves_it(
         # The queued prompts never ran: the next prompt plays the script's second turn.
         assert await client.prompt(sid, "next") == {"stopReason": "end_turn"}
         assert [u["content"]["text"] for u in client.updates(sid, CHUNKS)] == ["ran"]
+    client.assert_valid()
+
+
+async def test_a_prompt_cancelled_before_its_turn_started_still_counts(
+    acp_schema: AcpSchema, tmp_path: Any
+) -> None:
+    # The prompt and its cancel arrive in one read: the prompt found the session idle, so it is a
+    # turn that ran (and was cancelled), and the next prompt plays the script's next turn.
+    config = scripted([[{"hang": True}], [{"text": "second"}]])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+        lines = [
+            {"jsonrpc": "2.0", "id": "early", "method": "session/prompt", "params": prompt},
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}},
+        ]
+        await client.send_raw(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        await client.wait_for(lambda messages: any(m.get("id") == "early" for m in messages))
+        assert next(m for m in client.agent_messages if m.get("id") == "early")["result"] == {
+            "stopReason": "cancelled"
+        }
+        with anyio.fail_after(10):  # the cancelled turn not counted would replay the hang
+            assert await client.prompt(sid, "again") == {"stopReason": "end_turn"}
+        assert [u["content"]["text"] for u in client.updates(sid, CHUNKS)] == ["second"]
     client.assert_valid()
 
 
