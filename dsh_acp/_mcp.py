@@ -51,6 +51,7 @@ from dsh_tools import (
     ToolExecution,
     ToolOutput,
     ToolRegistry,
+    without_secrets,
 )
 
 from ._brief import brief
@@ -375,13 +376,14 @@ class _Server:
                 streamable_http_client(spec.url, http_client=client)
             )
             return streams
-        # The server gets the agent's whole environment (the editor started us with the user's;
-        # servers launched through npx or uvx need more than PATH) plus its own.
+        # The server gets the agent's environment (the editor started us with the user's; servers
+        # launched through npx or uvx need more than PATH) minus its secrets, plus its own: a secret
+        # a server needs is given to it by name in its configuration.
         self.process = StdioServerProcess(
             spec.name,
             spec.command,
             spec.args,
-            env={**os.environ, **spec.env},
+            env={**without_secrets(os.environ), **spec.env},
             cwd=self.cwd,
             on_end=self._on_end,
         )

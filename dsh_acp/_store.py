@@ -20,6 +20,8 @@ from typing import IO, Any
 
 import orjson
 
+from dsh_tools import redact_secret_shapes, secret_values
+
 from ._framing import json_bytes
 
 __all__ = [
@@ -36,7 +38,6 @@ __all__ = [
 _log = logging.getLogger("dsh_acp.store")
 
 FORMAT_VERSION = 1
-_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -54,14 +55,14 @@ class SessionBusy(RuntimeError):
 
 
 class Redactor:
-    """Replaces known secret values (API keys, values of secret-looking variables) in strings."""
+    """Replaces secrets in strings: known values (API keys, the secrets of the agent's environment
+    as ``dsh_tools.secret_values`` finds them) and tokens of a known shape wherever they appear
+    (``dsh_tools.redact_secret_shapes``: the same definition that keeps them from commands)."""
 
     def __init__(self, secrets: Iterable[str] = (), environ: dict[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
         self._values = {s for s in secrets if s and len(s) >= 6}
-        self._values |= {
-            value for name, value in env.items() if _SECRET_NAME.search(name) and len(value) >= 8
-        }
+        self._values |= secret_values(env)
         self._pattern: re.Pattern[str] | None = None
         self._compile()
 
@@ -76,10 +77,10 @@ class Redactor:
             self._compile()
 
     def __call__(self, value: Any) -> Any:
-        if self._pattern is None:
-            return value
         if isinstance(value, str):
-            return self._pattern.sub("[REDACTED]", value)
+            if self._pattern is not None:
+                value = self._pattern.sub("[REDACTED]", value)
+            return redact_secret_shapes(value)
         if isinstance(value, list):
             return [self(item) for item in value]
         if isinstance(value, dict):

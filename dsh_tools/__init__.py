@@ -67,6 +67,7 @@ from ._schema import (
     schema_spec_to_json_schema,
     validate_args,
 )
+from ._secrets import is_secret_name, is_secret_variable, redact_secret_shapes, secret_values, without_secrets
 from ._text import bound_text, json_safe, shown_bytes, shown_text
 from ._views import (
     TOOL_KINDS,
@@ -152,11 +153,16 @@ __all__ = [
     "bound_text",
     "check_schema_spec",
     "define_tool",
+    "is_secret_name",
+    "is_secret_variable",
     "json_safe",
+    "redact_secret_shapes",
     "schema_spec_to_json_schema",
+    "secret_values",
     "shown_bytes",
     "shown_text",
     "text",
     "tools_markdown",
     "validate_args",
+    "without_secrets",
 ]

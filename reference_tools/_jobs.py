@@ -20,7 +20,7 @@ from typing import Literal
 
 import anyio
 
-from dsh_tools import ProgressSink, TerminalOutput
+from dsh_tools import ProgressSink, TerminalOutput, without_secrets
 
 from ._capture import StreamCapture
 from ._process import ProcessGroup, signal_name
@@ -29,7 +29,6 @@ __all__ = ["BashSettings", "Job", "Shell", "SpawnError", "command_env"]
 
 _log = logging.getLogger("reference_tools.bash")
 _CHUNK = 64 * 1024
-_SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +54,8 @@ class BashSettings:
     spill_limit_bytes: int | None = 1 << 30
     """Save at most this much of each stream, so a runaway command cannot fill the disk."""
     scrub_secret_env: bool = True
-    """Drop environment variables whose names contain KEY, SECRET, TOKEN or PASSWORD."""
+    """Drop the environment variables that carry secrets (``dsh_tools.is_secret_variable``: by
+    name, by the shape of the value, or a random-looking value under a name that hints at one)."""
     keep_env: frozenset[str] = frozenset()
     """Names passed through even though they look secret."""
     shell: str = "bash"
@@ -66,10 +66,7 @@ def command_env(settings: BashSettings, base: Mapping[str, str] | None = None) -
     with colour and pagers off because nobody is at a terminal to page."""
     env = dict(os.environ if base is None else base)
     if settings.scrub_secret_env:
-        for name in list(env):
-            upper = name.upper()
-            if name not in settings.keep_env and any(word in upper for word in _SECRET_WORDS):
-                del env[name]
+        env = without_secrets(env, settings.keep_env)
     env.update(NO_COLOR="1", TERM="dumb", PAGER="cat", GIT_PAGER="cat")
     return env
 

@@ -1,0 +1,128 @@
+"""What counts as a secret: one definition for the environment children get and for log redaction.
+
+A variable is secret by its name (``GITHUB_TOKEN``, ``MYSQL_PWD``, ``NPM_CONFIG__AUTH``,
+``SLACK_WEBHOOK``…), by the shape of its value whatever its name (a URL carrying a password, a
+token with a known prefix: ``sk-…``, ``ghp_…``, ``xox…-``, AWS key ids, JWTs, private-key blocks),
+or by a long random-looking value under a name that hints at one (``…_AUTH…``, ``…_SIG``,
+``…_SALT``…). The same shapes are what log redaction looks for in free text.
+
+Names err on the side of secret: dropping a harmless variable from a command's environment costs
+less than handing a credential to a process the model controls.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Collection, Mapping
+
+__all__ = ["is_secret_name", "is_secret_variable", "redact_secret_shapes", "secret_values", "without_secrets"]
+
+REDACTED = "[REDACTED]"
+
+# Anywhere in the name, case-insensitively (PGPASSWORD, APIKEY, GITHUB_TOKEN, MY_SECRET_X).
+_SECRET_PARTS = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|WEBHOOK|COOKIE", re.I)
+# Whole words of the name (split at ``_``, ``-``, ``.``): too short to match inside other words.
+_SECRET_WORDS = frozenset({"PWD", "PASS", "AUTH", "DSN", "PAT", "JWT", "BEARER", "PRIVATE", "OTP"})
+# Not secret whatever their words say: the shell's own, and pointers to where a secret lives.
+_NOT_SECRET_NAMES = frozenset(
+    {"PWD", "OLDPWD", "SSH_AUTH_SOCK", "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS"}
+)
+# Words that make a long, random-looking value a secret.
+_HINT_WORDS = frozenset(
+    {"API", "ACCESS", "SIG", "SIGNATURE", "SALT", "HMAC", "CERT", "CONN", "CONNECTION", "SESSION", "LICENSE"}
+)
+_WORD_SPLIT = re.compile(r"[_\-.]+")
+
+# Secrets recognisable by their shape alone. Each alternative is one token; for a URL only its
+# password (the ``pw`` group) is the secret.
+_SHAPES_SOURCE = (
+    r"(?P<url>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/?#@:'\"]*:)(?P<pw>[^\s/?#@'\"]+)(?=@)"
+    r"|\bsk-(?:ant-|proj-|svcacct-)?[A-Za-z0-9_\-]{20,}"
+    r"|\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"
+    r"|\bxox[abposr]-[A-Za-z0-9\-]{10,}"
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"
+    r"|\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
+    r"|\bglpat-[A-Za-z0-9_\-]{20,}"
+    r"|\bAIza[0-9A-Za-z_\-]{35}"
+    r"|\bnpm_[A-Za-z0-9]{36}"
+    r"|\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|\bhttps://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"
+    r"|-----BEGIN[A-Z ]* PRIVATE KEY-----(?:[\s\S]*?-----END[A-Z ]* PRIVATE KEY-----)?"
+)
+
+
+@functools.cache
+def _shapes() -> re.Pattern[str]:
+    return re.compile(_SHAPES_SOURCE)  # compiled at first use: start-up pays nothing for it
+
+
+_MIN_RANDOM_LENGTH = 20
+_MIN_RANDOM_BITS = 3.5  # bits of entropy per character: hex is 4, base64 6, English prose about 4.1
+_MIN_VALUE_LENGTH = 8
+
+
+def _words(name: str) -> set[str]:
+    return {word for word in _WORD_SPLIT.split(name.upper()) if word}
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable called ``name`` is a secret whatever its value."""
+    upper = name.upper()
+    if upper in _NOT_SECRET_NAMES:
+        return False
+    return bool(_SECRET_PARTS.search(upper)) or not _words(name).isdisjoint(_SECRET_WORDS)
+
+
+def _looks_random(value: str) -> bool:
+    if len(value) < _MIN_RANDOM_LENGTH or value[0] in "/.~" or "://" in value:  # paths, addresses
+        return False
+    if any(c.isspace() for c in value):
+        return False
+    if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+        return False
+    counts: dict[str, int] = {}
+    for char in value:
+        counts[char] = counts.get(char, 0) + 1
+    bits = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+    return bits >= _MIN_RANDOM_BITS
+
+
+def is_secret_variable(name: str, value: str) -> bool:
+    """Whether the variable ``name=value`` carries a secret (by its name, its value's shape, or a
+    random-looking value under a name that hints at one)."""
+    if is_secret_name(name):
+        return True
+    if _shapes().search(value):
+        return True
+    return not _words(name).isdisjoint(_HINT_WORDS) and _looks_random(value)
+
+
+def without_secrets(environ: Mapping[str, str], keep: Collection[str] = ()) -> dict[str, str]:
+    """``environ`` minus its secret variables (those named in ``keep`` stay)."""
+    return {
+        name: value for name, value in environ.items() if name in keep or not is_secret_variable(name, value)
+    }
+
+
+def secret_values(environ: Mapping[str, str]) -> set[str]:
+    """The strings to redact from text for the secrets of ``environ``: whole values, and the
+    passwords of URLs (a URL that is secret only for its password keeps the rest: an address).
+    Values shorter than 8 characters are left out: "1" or "true" would hit every line."""
+    found: set[str] = set()
+    for name, value in environ.items():
+        if not is_secret_variable(name, value):
+            continue
+        passwords = [match["pw"] for match in _shapes().finditer(value) if match["pw"]]
+        found.update(passwords)
+        if is_secret_name(name) or not passwords:
+            found.add(value)
+    return {value for value in found if len(value) >= _MIN_VALUE_LENGTH}
+
+
+def redact_secret_shapes(text: str, replacement: str = REDACTED) -> str:
+    """``text`` with every token of a known secret shape replaced (a URL keeps all but its password)."""
+    if not text:
+        return text
+    return _shapes().sub(lambda m: m["url"] + replacement if m["url"] else replacement, text)
