@@ -49,7 +49,9 @@ def test_the_log_keeps_none_of_the_secrets_and_all_the_rest(tmp_path: Path) -> N
 
 def test_token_shapes_are_redacted_wherever_they_appear() -> None:
     text = f"found {JWT} in a file, and sk-ant-api03-{'x' * 30} and xoxp-12345678901-abc in another"
-    assert redact_secret_shapes(text) == "found [REDACTED] in a file, and [REDACTED] and [REDACTED] in another"
+    assert (
+        redact_secret_shapes(text) == "found [REDACTED] in a file, and [REDACTED] and [REDACTED] in another"
+    )
     assert redact_secret_shapes("see https://user:pw@host/x") == "see https://user:[REDACTED]@host/x"
     assert redact_secret_shapes("mail me at a@b.c, https://example.com/a:b") == (
         "mail me at a@b.c, https://example.com/a:b"
