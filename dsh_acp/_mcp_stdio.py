@@ -11,10 +11,9 @@ agent's stdin/stdout. Stopping follows MCP's lifecycle: close its stdin, wait, S
 wait, SIGKILL; then SIGKILL whatever is left of the group.
 
 That stop needs a living agent. A SIGKILLed one runs no cleanup, and a server that ignores the end of
-its stdin (or a helper it started) would be orphaned; so the group gets the bash tool's guards
-(``reference_tools.processes``): a parent-death signal for the leader, and the agent's reaper
-process, which SIGKILLs the whole group when the agent dies. Hence ``subprocess.Popen`` rather than
-``anyio.open_process``: only Popen takes the ``preexec_fn`` the parent-death signal needs.
+its stdin (or a helper it started, even one that left the group) would be orphaned; so the server is
+started the way the bash tool starts commands (``reference_tools.processes``): by the agent's guard
+process, whose warden for it kills the whole tree when the agent dies, however it dies.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -38,6 +36,8 @@ from ._stdio import FdReceiveStream, FdSendStream
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
+
+    from reference_tools.processes import GuardedProcess
 
 __all__ = ["StdioServerProcess"]
 
@@ -56,17 +56,10 @@ _STDERR_TAIL_LINES = 20
 _STDERR_LINE_CHARS = 2000
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # nobody left in the group (or the id was reused by a stranger we may not touch)
-
-
 class _ServerProcess:
     """The spawned server: its ``Popen`` and our ends of its pipes, as non-blocking streams."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdin: int, stdout: int, stderr: int) -> None:
+    def __init__(self, popen: GuardedProcess, stdin: int, stdout: int, stderr: int) -> None:
         self.popen = popen
         self.pid = popen.pid  # a session leader's: also its process group id
         self.stdin = FdSendStream(stdin, close_fd=True)
@@ -76,7 +69,7 @@ class _ServerProcess:
     @property
     def returncode(self) -> int | None:
         """The exit status once the server has exited (negative: killed by that signal)."""
-        return self.popen.poll()  # reaps it: the leader must not linger as a zombie
+        return self.popen.poll()
 
     async def aclose(self) -> None:
         """Close our ends of the pipes, then wait for the exit (bound it: this does not)."""
@@ -87,8 +80,8 @@ class _ServerProcess:
 
 
 def _spawn(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str]) -> _ServerProcess:
-    """Start ``argv`` leading a new session, under both guards (``OSError`` if either fails)."""
-    # Lazily: the reaper starts with the first server, and a session without one pays nothing.
+    """Start ``argv`` leading a new session, kept by a warden (``OSError`` if it cannot start)."""
+    # Lazily: the guard process starts with the first server, and a session without one pays nothing.
     from reference_tools.processes import spawn_group
 
     in_r, in_w = os.pipe()
@@ -119,20 +112,6 @@ async def _exit_of(process: _ServerProcess) -> None:
     while process.returncode is None:
         await anyio.sleep(delay)
         delay = min(delay * 2, 0.05)
-
-
-async def _group_gone(pgid: int, seconds: float) -> bool:
-    """Whether every process of group ``pgid`` is gone within ``seconds``."""
-    from reference_tools.processes import group_alive
-
-    # No event tells when a whole group is gone: poll, briefly at first.
-    delay = 0.002
-    with anyio.move_on_after(seconds):
-        while group_alive(pgid):
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 0.05)
-        return True
-    return False
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -327,21 +306,18 @@ class StdioServerProcess:
                 with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await process.stdin.aclose()
                 if not await _exited(process, EXIT_GRACE_S):
-                    _signal_group(process.pid, signal.SIGTERM)
+                    process.popen.terminate_tree()
                     if not await _exited(process, TERM_GRACE_S):
-                        _signal_group(process.pid, signal.SIGKILL)
+                        process.popen.kill_tree()
                         if not await _exited(process, _KILL_WAIT_S):
                             _log.warning('MCP server "%s" (pid %d) survived SIGKILL', self.name, process.pid)
-                # Helpers the server started in its group do not outlive it.
-                _signal_group(process.pid, signal.SIGKILL)
-                if await _group_gone(process.pid, _KILL_WAIT_S):
-                    from reference_tools.processes import unregister_group
-
-                    # Only now: its id may be reused, and the reaper must not kill a stranger.
-                    unregister_group(process.pid)
-                else:  # stays registered: the reaper tries again when the agent ends
+                # Helpers the server started, in its group or out of it, do not outlive it.
+                process.popen.kill_tree()
+                if not await process.popen.wait_gone(_KILL_WAIT_S):
+                    # Its warden keeps killing it, and keeps it from escaping, after we let go.
                     _log.warning('MCP server "%s" left processes that survived SIGKILL', self.name)
             finally:
                 self.returncode = process.returncode
                 with anyio.move_on_after(_KILL_WAIT_S):
                     await process.aclose()
+                process.popen.close()

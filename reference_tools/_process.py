@@ -1,188 +1,246 @@
-"""Process groups for shell commands: spawn, wait, stop, and never outlive the agent.
+"""Process trees for commands: spawn, wait, stop, and never outlive the agent (nor escape it).
 
-Every command leads a new session, so its whole tree shares one process group that can be
-signalled at once; it reads stdin from /dev/null and writes to pipes of its own, never the agent's
-(whose stdout is the protocol). Two guards cover the agent dying without running any ``finally``
-(SIGKILL, OOM killer):
+Every command is started by the agent's guard process (``_warden``: one per agent, started on
+first use with a near-empty environment), which forks a *warden* per command. The command leads a
+new process group (in the guard's session, which has no controlling terminal), so its group can be
+signalled at once; it reads the stdin it is given and writes to
+pipes of its own, never the agent's (whose stdout is the protocol). The warden is a child
+subreaper: a descendant that leaves the group (``setsid``, a double fork) is re-parented to it
+when its parent dies, so stopping a command reaches its whole tree. The agent talks to each warden
+over a socket; when the agent dies (SIGKILL, OOM killer: no ``finally`` runs) the kernel closes
+those sockets, and each warden kills its tree.
 
-- Linux: the group leader gets ``PR_SET_PDEATHSIG(SIGKILL)``, so it dies with the agent.
-- Everywhere: a reaper process, one per agent, started on first use, reads the end of a pipe the
-  agent writes each group it starts (and stops) to. When the agent dies the kernel closes the pipe,
-  the reaper reads EOF and SIGKILLs every group still registered, reaching the grandchildren a
-  parent-death signal cannot.
-
-Both guards are offered to other code that starts process groups (the agent's MCP servers) by the
-public ``reference_tools.processes``, so there is one reaper per agent, whoever spawns.
+Spawning this way costs the agent a message, not a fork: the time does not grow with the agent's
+memory. The guard is started by ``subprocess`` without a ``preexec_fn``, so even that first spawn
+uses ``vfork``.
 """
 
 from __future__ import annotations
 
 import atexit
-import functools
-import logging
+import errno
+import marshal
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import anyio
 
-__all__ = ["ProcessGroup", "signal_name", "spawn_group"]
+from ._environ import protect_environment
 
-_log = logging.getLogger("reference_tools.bash")
+__all__ = ["GuardedProcess", "ProcessGroup", "signal_name", "spawn_group", "spawn_guarded"]
 
-_PR_SET_PDEATHSIG = 1
 _KILL_WAIT_S = 2.0
 """How long to wait for SIGKILLed processes to be gone (only a process stuck in the kernel lasts)."""
-
-_REAPER_SCRIPT = """\
-import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-groups = set()
-for line in sys.stdin.buffer:
-    try:
-        pgid = int(line[1:])
-    except ValueError:
-        continue
-    if line[:1] == b"+":
-        groups.add(pgid)
-    else:
-        groups.discard(pgid)
-for pgid in groups:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
-"""
+_START_TIMEOUT_S = 30.0
+"""How long a spawn may wait for the guard (its first start imports a few modules)."""
+_WARDEN = str(Path(__file__).with_name("_warden.py"))
+# The guard's own environment: what /proc/<guard>/environ shows. Nothing of the agent's.
+_GUARD_ENV = {"LC_ALL": "C.UTF-8"}
 
 
-class _Reaper:
-    """The agent's side of the reaper: a pipe the reaper process reads groups from until EOF."""
+class _Guard:
+    """The agent's side of the guard process: a socket it sends spawn requests to."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._groups: set[int] = set()
+        self._socket: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._owner = 0  # the pid that started the reaper: a forked agent needs its own
+        self._owner = 0  # the pid that started the guard: a forked agent needs its own
 
-    def register(self, pgid: int) -> None:
-        with self._lock:
-            self._groups.add(pgid)
-            self._send(b"+%d\n" % pgid)
-
-    def forget(self, pgid: int) -> None:
-        # Once a group is gone its id may be reused: the reaper must not kill a stranger later.
-        with self._lock:
-            if pgid in self._groups:
-                self._groups.discard(pgid)
-                self._send(b"-%d\n" % pgid)
-
-    def _send(self, line: bytes) -> None:
-        if self._proc is None or self._owner != os.getpid() or self._proc.poll() is not None:
-            self._start()
-            return  # _start sent every registered group, this one included
-        assert self._proc.stdin is not None
+    def spawn(
+        self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str], fds: tuple[int, int, int]
+    ) -> tuple[int, socket.socket]:
+        """Start ``argv`` with ``fds`` as its stdin, stdout and stderr; its pid and job socket."""
+        payload = marshal.dumps((list(argv), cwd, dict(env)))
+        job, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            # Lines are far below PIPE_BUF: each write is atomic, the reaper never sees half a line.
-            os.write(self._proc.stdin.fileno(), line)
-        except OSError:
-            _log.warning("the process reaper went away; starting a new one", exc_info=True)
-            self._start()
+            with self._lock:
+                for attempt in range(2):
+                    guard = self._ready()
+                    try:
+                        socket.send_fds(guard, [payload], [*fds, theirs.fileno()])
+                        break
+                    except (BrokenPipeError, ConnectionError):
+                        if attempt:  # a guard that dies as it starts: give up rather than loop
+                            raise
+                        self._close()  # it went away (killed?): the next round starts another
+        except BaseException:
+            job.close()
+            raise
+        finally:
+            theirs.close()
+        try:
+            job.settimeout(_START_TIMEOUT_S)
+            reply = job.recv(4096)
+            job.setblocking(False)
+        except BaseException:
+            job.close()
+            raise
+        if reply[:1] == b"P":
+            return int(reply[1:]), job
+        job.close()
+        if reply[:1] == b"F":
+            code, message, filename = reply[1:].decode("utf-8", "surrogateescape").split("\0")
+            raise OSError(int(code) or errno.EIO, message, filename or None)
+        raise OSError(errno.EIO, "the process guard could not start the command")
 
-    def _start(self) -> None:
-        if self._proc is not None and self._owner == os.getpid():
-            self._close()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _REAPER_SCRIPT],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C or kill aimed at the agent's group must spare it
-        )
-        self._owner = os.getpid()
-        assert self._proc.stdin is not None
-        if self._groups:
-            os.write(self._proc.stdin.fileno(), b"".join(b"+%d\n" % g for g in self._groups))
+    def _ready(self) -> socket.socket:
+        if self._socket is None or self._owner != os.getpid():
+            protect_environment()  # before the first child exists
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", _WARDEN],
+                    stdin=theirs.fileno(),
+                    stdout=subprocess.DEVNULL,
+                    env=_GUARD_ENV,
+                    start_new_session=True,  # a Ctrl-C or kill aimed at the agent's group spares it
+                )
+            except BaseException:
+                ours.close()
+                raise
+            finally:
+                theirs.close()
+            self._socket, self._owner = ours, os.getpid()
+        return self._socket
 
     def _close(self) -> None:
-        """Close the pipe (the reaper kills what is still registered) and reap the reaper."""
+        """Close our socket: the guard ends once its wardens have (each kills what is left)."""
+        sock, self._socket = self._socket, None
         proc, self._proc = self._proc, None
-        if proc is None or self._owner != os.getpid():
+        if sock is None or self._owner != os.getpid():
             return
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=_KILL_WAIT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        sock.close()
+        if proc is not None and proc.poll() is None:
+            # Not waited for: a warden whose job is still open in this process ends with it.
+            threading.Thread(target=proc.wait, name="guard reaper", daemon=True).start()
 
     def close(self) -> None:
         with self._lock:
             self._close()
 
 
-_reaper = _Reaper()
-# A normal exit closes the pipe the same way a crash would, so whatever still runs dies with us.
-atexit.register(_reaper.close)
+_guard = _Guard()
+# A normal exit closes the sockets the same way a crash would, so whatever still runs dies with us.
+atexit.register(_guard.close)
 
 
-@functools.cache
-def _load_prctl() -> Callable[..., int] | None:
-    # Loaded at the first spawn, in the parent (never between fork and exec): ctypes costs the
-    # agent's idle memory, and sessions that run no command need none of it.
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
+class GuardedProcess:
+    """A process started by ``spawn_guarded``: its leader's pid (also its group id), its exit
+    status once known, and control over its whole tree, which its warden keeps.
 
+    Use it from one thread at a time.
+    """
+
+    def __init__(self, pid: int, job: socket.socket) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        """The leader's exit status once it exited (negative: killed by that signal)."""
+        self._job = job
+        self._gone = False
+
+    def poll(self) -> int | None:
+        """The leader's exit status if it has exited, else ``None`` (never blocks)."""
+        self._pump()
+        return self.returncode
+
+    def alive(self) -> bool:
+        """Whether any process of the tree still runs."""
+        self._pump()
+        return not self._gone
+
+    def _pump(self) -> bool:
+        """Read what the warden said; whether it said anything."""
+        heard = False
+        while not self._gone:
+            try:
+                message = self._job.recv(64)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                message = b""
+            heard = True
+            if message[:1] == b"X":
+                self.returncode = int(message[1:].rstrip(b"E"))
+            if message[-1:] == b"E" or not message:  # E, or the warden is gone: nothing is left
+                self._gone = True
+        return heard
+
+    async def _event(self) -> None:
+        """Until the warden says something (or goes)."""
+        if not self._pump() and not self._gone:
+            await anyio.wait_readable(self._job)
+            self._pump()
+
+    async def wait(self) -> int | None:
+        """Until the leader exits; its status (``None`` if its warden was killed before telling)."""
+        while self.returncode is None and not self._gone:
+            await self._event()
+        return self.returncode
+
+    async def wait_gone(self, seconds: float) -> bool:
+        """Whether the whole tree is gone within ``seconds``."""
+        with anyio.move_on_after(seconds):
+            while not self._gone:
+                await self._event()
+        return self._gone
+
+    def terminate_tree(self) -> None:
+        """SIGTERM the group and every process that left it."""
+        self._tell(b"T")
+
+    def kill_tree(self) -> None:
+        """SIGKILL the whole tree, again and again until nothing of it is left."""
+        self._tell(b"K")
+
+    def _tell(self, message: bytes) -> None:
+        try:
+            self._job.send(message)
+        except OSError:
+            pass  # the warden is gone, and the tree with it
+
+    def close(self) -> None:
+        """Let go of the tree: whatever still runs of it is killed (idempotent)."""
+        if self._job.fileno() >= 0:
+            self._pump()
+            self._job.close()
+            self._gone = True
+
+
+def spawn_guarded(
+    argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], stdin: int, stdout: int, stderr: int
+) -> GuardedProcess:
+    """Start ``argv`` leading a new process group, kept by a warden (see the module's docstring).
+
+    ``stdin``, ``stdout`` and ``stderr`` are file descriptors, or ``subprocess.DEVNULL``; the
+    caller keeps (and closes) its own. ``OSError`` when it cannot start. Any thread may call it.
+    """
+    devnull = -1
+    if subprocess.DEVNULL in (stdin, stdout, stderr):
+        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     try:
-        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong]  # type: ignore[attr-defined]
-    prctl.restype = ctypes.c_int  # type: ignore[attr-defined]
-    return prctl
-
-
-def _parent_death_preexec() -> Callable[[], None] | None:
-    """A ``preexec_fn`` giving the child ``PR_SET_PDEATHSIG(SIGKILL)``; ``None`` off Linux."""
-    prctl = _load_prctl()
-    return None if prctl is None else functools.partial(_die_with_parent, prctl, os.getpid())
-
-
-def _die_with_parent(prctl: Callable[..., int], parent: int) -> None:
-    """Runs in the child between fork and exec: keep it to syscalls."""
-    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the agent died before prctl: the signal would never come
-        os.kill(os.getpid(), signal.SIGKILL)
+        fds = tuple(devnull if fd == subprocess.DEVNULL else fd for fd in (stdin, stdout, stderr))
+        pid, job = _guard.spawn(argv, cwd, env, (fds[0], fds[1], fds[2]))
+    finally:
+        if devnull >= 0:
+            os.close(devnull)
+    return GuardedProcess(pid, job)
 
 
 def spawn_group(
     argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], stdin: int
-) -> tuple[subprocess.Popen[bytes], int, int]:
-    """Start ``argv`` leading a new process group under both guards: the parent-death signal and
-    the reaper. Returns the process and the read ends of its stdout and stderr pipes (``stdin`` is
-    a file descriptor, or ``subprocess.DEVNULL``). ``OSError`` when it cannot start or cannot be
-    guarded; a process that cannot be guarded is killed rather than left to outlive the agent.
-
-    Call it from a long-lived thread (the event loop's): Linux sends the parent-death signal when
-    the spawning *thread* ends.
-    """
-    preexec = _parent_death_preexec()
+) -> tuple[GuardedProcess, int, int]:
+    """``spawn_guarded`` with new pipes for stdout and stderr: the process and their read ends."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=stdin,
-            stdout=out_w,
-            stderr=err_w,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
+        process = spawn_guarded(argv, cwd=cwd, env=env, stdin=stdin, stdout=out_w, stderr=err_w)
     except BaseException:
         os.close(out_r)
         os.close(err_r)
@@ -190,18 +248,7 @@ def spawn_group(
     finally:
         os.close(out_w)
         os.close(err_w)
-    try:
-        _reaper.register(proc.pid)  # no await before this: no window leaves the group uncovered
-    except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        os.close(out_r)
-        os.close(err_r)
-        raise
-    return proc, out_r, err_r
+    return process, out_r, err_r
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -214,34 +261,14 @@ def signal_name(returncode: int | None) -> str | None:
         return f"SIG{-returncode}"
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except OSError:  # gone, or only processes we may not signal (setuid) are left: nothing to stop
-        return False
-    if not os.path.isdir("/proc"):
-        return True
-    # killpg also finds zombies, which a non-reaping init (many containers) never clears.
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
 class ProcessGroup:
-    """A ``bash -c`` command leading its own process group, with its stdout and stderr pipes.
+    """A ``bash -c`` command and its whole tree, with its stdout and stderr pipes.
 
-    ``stdout`` and ``stderr`` are the non-blocking read ends; ``close()`` closes them.
+    ``stdout`` and ``stderr`` are the non-blocking read ends; ``close()`` closes them and lets go
+    of the tree (whatever still runs of it is killed).
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes], stdout: int, stderr: int) -> None:
+    def __init__(self, proc: GuardedProcess, stdout: int, stderr: int) -> None:
         self.proc = proc
         self.pgid = proc.pid  # a session leader's group id is its pid
         self.stdout = stdout
@@ -249,11 +276,7 @@ class ProcessGroup:
 
     @classmethod
     def spawn(cls, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> ProcessGroup:
-        """Start ``argv`` in ``cwd``; raises ``OSError`` when it cannot start.
-
-        Call it from a long-lived thread (the event loop's): Linux sends the parent-death signal
-        when the spawning *thread* ends, so a worker thread would kill the command early.
-        """
+        """Start ``argv`` in ``cwd``; raises ``OSError`` when it cannot start."""
         proc, out_r, err_r = spawn_group(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
@@ -261,68 +284,36 @@ class ProcessGroup:
 
     @property
     def returncode(self) -> int | None:
-        """The leader's exit status once reaped (negative: killed by that signal)."""
-        return self.proc.returncode
+        """The leader's exit status once it exited (negative: killed by that signal)."""
+        return self.proc.poll()
 
-    async def wait(self) -> int:
-        """Wait until the leader exits, reap it and return its status."""
-        if self.proc.returncode is None:
-            pidfd = -1
-            if hasattr(os, "pidfd_open"):
-                try:
-                    pidfd = os.pidfd_open(self.proc.pid)
-                except OSError:  # an old kernel; or reaped meanwhile, which wait() handles
-                    pidfd = -1
-            if pidfd >= 0:
-                try:
-                    await anyio.wait_readable(pidfd)  # readable once the process has exited
-                finally:
-                    os.close(pidfd)
-            else:
-                await anyio.to_thread.run_sync(self.proc.wait, abandon_on_cancel=True)
-        return self.proc.wait()
+    async def wait(self) -> int | None:
+        """Until the leader exits; its status (``None`` if that could not be learned)."""
+        return await self.proc.wait()
 
     def alive(self) -> bool:
-        """Whether any process of the group still runs (the leader is reaped on the way)."""
-        self.proc.poll()
-        return _group_alive(self.pgid)
+        """Whether any process of the tree still runs, in the group or out of it."""
+        return self.proc.alive()
 
     async def terminate(self, grace: float) -> bool:
-        """SIGTERM the whole group, SIGKILL what is left after ``grace`` seconds.
+        """SIGTERM the whole tree, SIGKILL what is left after ``grace`` seconds.
 
         Returns at once when nothing runs, and once every process is gone otherwise; ``True``
-        if there was anything to signal. A group that is gone is forgotten by the reaper.
+        if there was anything to signal.
         """
-        signalled = False
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, _KILL_WAIT_S)):
-            if not self.alive():
-                break
-            try:
-                os.killpg(self.pgid, sig)
-            except OSError:
-                break
-            signalled = True
-            if await self._gone_within(wait):
-                break
-        if not self.alive():
-            _reaper.forget(self.pgid)
-        return signalled
-
-    async def _gone_within(self, seconds: float) -> bool:
-        # No event tells when a whole group is gone: poll, briefly at first.
-        delay = 0.002
-        deadline = anyio.current_time() + seconds
-        while self.alive():
-            if anyio.current_time() >= deadline:
-                return False
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 0.05)
+        if not self.proc.alive():
+            return False
+        self.proc.terminate_tree()
+        if not await self.proc.wait_gone(grace):
+            self.proc.kill_tree()
+            await self.proc.wait_gone(_KILL_WAIT_S)
         return True
 
     def close(self) -> None:
-        """Close the read ends of the pipes (idempotent)."""
+        """Close the read ends of the pipes and let go of the tree (idempotent)."""
         for name in ("stdout", "stderr"):
             fd = getattr(self, name)
             if fd >= 0:
                 os.close(fd)
                 setattr(self, name, -1)
+        self.proc.close()

@@ -386,6 +386,15 @@ async def test_commands_read_no_stdin(session: Session) -> None:
     assert text_of(result) == "after\n[exit code 0]"
 
 
+async def test_processes_that_left_the_group_are_stopped_when_the_command_ends(session: Session) -> None:
+    # A new session, and a double fork: neither is in the command's group any more.
+    command = 'setsid sleep 1000 & echo "$!"; ( (sleep 1000 & echo "$!") & ); sleep 0.2'
+    result = await session.call("bash", command=command)
+    pids = [int(word) for word in text_of(result).split()[:2]]
+    assert "stopped the processes it left running" in text_of(result)
+    await assert_gone(pids, within=1)
+
+
 async def test_processes_left_behind_are_stopped_when_the_command_ends(session: Session) -> None:
     result = await session.call("bash", command='sleep 1000 & echo "$!"')
     pid = int(text_of(result).split()[0])

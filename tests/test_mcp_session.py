@@ -29,7 +29,7 @@ async def test_mcp_tools_join_the_session_and_failures_are_told(
         [
             {"tool_calls": [{"id": "m1", "name": "mcp__toolbox__echo", "arguments": {"text": "hi"}}]},
             {"text": "done"},
-        ]
+        ],
     ]
     async with AcpClient.in_memory(scripted(turns), schema=acp_schema) as client:
         result = await client.initialize()

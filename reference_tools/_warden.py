@@ -1,0 +1,305 @@
+"""The guard process: started once per agent, it spawns every command and keeps its whole tree.
+
+Run as ``python -I -S _warden.py`` with a ``SOCK_SEQPACKET`` socket to the agent as its stdin; it
+imports only the standard library and is never imported by the agent (its behaviour is tested
+through ``_process``, which drives it). One process, the *guard*, reads spawn requests from that
+socket and forks one *warden* per request. Both are child subreapers (``PR_SET_CHILD_SUBREAPER``,
+Linux): a process that leaves its group (``setsid``, a double fork) and loses its parent is
+re-parented to its warden, never to init, so the warden can always find it.
+
+A request is one message: ``marshal`` of ``(argv, cwd, env)`` carrying four descriptors in
+``SCM_RIGHTS`` (the command's stdin, stdout and stderr, and the warden's end of a socket pair whose
+other end the agent keeps: the *job socket*). The warden starts the command leading a new process group
+(its own process group, in the guard's session, which has no controlling terminal) and speaks on
+the job socket:
+
+- warden → agent: ``P<pid>`` once started (or ``F<errno>\\0<strerror>\\0<filename>`` if it could not),
+  ``X<returncode>`` when the leader exits (``-N``: killed by signal N), ``E`` when no process of the
+  tree is left, then it exits (``X<returncode>E`` when both happen at once).
+- agent → warden: ``T`` (SIGTERM the tree), ``K`` (SIGKILL it until nothing is left). The job
+  socket closing (the agent closed it, exited or was SIGKILLed) means ``K``.
+
+The guard sees its own socket close when the agent is gone; it then waits for its wardens (each
+of which saw its job socket close and is killing its tree) and SIGKILLs anything a killed warden
+left to it. Everything it spawns runs with the environment the agent sent; its own environment is
+the near-empty one the agent started it with, so nothing reading ``/proc/<pid>/environ`` up the
+tree finds the agent's secrets here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import gc
+import marshal
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+__all__ = ["main"]
+
+_PR_SET_CHILD_SUBREAPER = 36
+_MAX_REQUEST = 4 << 20
+_KILL_PASS_S = 0.01
+"""How often a tree being killed is searched again: a process re-parented to us sends no signal."""
+_GIVE_UP_S = 30.0
+"""How long to keep killing a tree that will not die (a process stuck in the kernel) before leaving."""
+
+
+def _subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children() -> list[int]:
+    """Our live children (zombies included), from /proc."""
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children", "rb") as listing:
+            return [int(pid) for pid in listing.read().split()]
+    except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN: scan every process
+        pass
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    if int(stat.read().rpartition(b")")[2].split()[1]) == me:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _signal(pid: int, sig: int) -> None:
+    # Its group too: a child that is a group leader (every setsid escapee is) takes its members.
+    for send in (os.killpg, os.kill):
+        try:
+            send(pid, sig)
+        except OSError:
+            pass
+
+
+def _reap(leader: int) -> tuple[int | None, bool]:
+    """Reap every dead child: the leader's return code if it was one of them, and whether any
+    child is left."""
+    code = None
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return code, False
+        if pid == 0:
+            return code, True
+        if pid == leader:
+            code = os.waitstatus_to_exitcode(status)
+
+
+def _send(job: socket.socket, message: bytes) -> None:
+    try:
+        job.send(message)
+    except OSError:
+        pass  # the agent is gone: nobody to tell
+
+
+def _find(argv: list[str], env: dict[str, str]) -> str:
+    """The program ``argv[0]`` names, searched in ``env``'s PATH as ``subprocess`` would."""
+    name = argv[0]
+    candidates = [name] if "/" in name else [os.path.join(d, name) for d in os.get_exec_path(env)]
+    path = next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+    if path is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+    return path
+
+
+def _start(
+    argv: list[str], cwd: str | None, env: dict[str, str], stdin: int, stdout: int, stderr: int
+) -> int:
+    """``posix_spawn`` the command leading a new process group; its pid.
+
+    Not ``subprocess``: in a freshly forked process every object it touches is a page to copy,
+    and that, not the spawn, would be most of the time.
+    """
+    if cwd is not None:
+        os.chdir(cwd)  # this process is the command's alone: its directory can be the command's
+    return os.posix_spawn(
+        _find(argv, env),
+        argv,
+        env,
+        file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate((stdin, stdout, stderr))],
+        # A group of its own, in the guard's session (which has no controlling terminal): not a
+        # session of its own, as setsid also makes a scheduler autogroup, costing milliseconds.
+        setpgroup=0,
+        setsigmask=(),
+        # What this process ignores, the command must not: exec keeps an ignored signal ignored.
+        setsigdef=(signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD),
+    )
+
+
+def _warden(guard: socket.socket) -> None:
+    """One command's keeper: a fork of the guard, made before its request comes (never returns).
+
+    Everything that does not need the request is done first, off the path of the spawn: in a
+    freshly forked process each page the code writes to is copied at first touch.
+    """
+    gc.disable()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the poll below
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+    _subreaper()
+    poller = select.poll()
+    poller.register(wake_r, select.POLLIN)
+    for warm in (
+        lambda: _find(["sh"], {"PATH": "/"}),
+        lambda: marshal.loads(marshal.dumps(([""], None, {}))),
+    ):
+        try:
+            warm()
+        except OSError:
+            pass
+    try:
+        request, fds, _flags, _addr = socket.recv_fds(guard, _MAX_REQUEST, 4)
+    except OSError:
+        os._exit(0)
+    guard.close()
+    if len(fds) != 4:
+        os._exit(0)  # the agent is gone (no request), or a malformed one: nothing to keep
+    stdin, stdout, stderr, job_fd = fds
+    for fd in fds:  # descriptors received in a message come without close-on-exec
+        os.set_inheritable(fd, False)
+    job = socket.socket(fileno=job_fd)
+    argv, cwd, env = marshal.loads(request)
+    try:
+        leader = _start(argv, cwd, env, stdin, stdout, stderr)
+    except OSError as error:
+        parts = (error.strerror or str(error), "" if error.filename is None else os.fsdecode(error.filename))
+        _send(job, b"F%d\0" % (error.errno or 0) + "\0".join(parts).encode("utf-8", "surrogateescape"))
+        os._exit(0)
+    for fd in (stdin, stdout, stderr):
+        os.close(fd)
+    _send(job, b"P%d" % leader)
+    poller.register(job, select.POLLIN)
+    killing_since: float | None = None
+    while True:
+        code, left = _reap(leader)
+        # One message when the leader was the last: the agent never sees it exited with its tree
+        # still there when it was not.
+        report = b"" if code is None else b"X%d" % code
+        if not left:
+            _send(job, report + b"E")
+            os._exit(0)
+        if report:
+            _send(job, report)
+        if killing_since is not None:
+            if time.monotonic() - killing_since > _GIVE_UP_S:
+                os._exit(1)
+            _signal(leader, signal.SIGKILL)
+            for child in _children():
+                _signal(child, signal.SIGKILL)
+        for fd, events in poller.poll(None if killing_since is None else _KILL_PASS_S * 1000):
+            if fd == wake_r:
+                os.read(wake_r, 512)
+                continue
+            message = b""
+            if events & select.POLLIN:
+                try:
+                    message = job.recv(16)
+                except OSError:
+                    message = b""
+            if message == b"T":
+                _signal(leader, signal.SIGTERM)
+                for child in _children():
+                    _signal(child, signal.SIGTERM)
+            elif message == b"K" or not message:  # K, or the agent closed the job socket
+                if not message:
+                    poller.unregister(job)
+                if killing_since is None:
+                    killing_since = time.monotonic()
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C at the agent's terminal is not for us
+    _subreaper()
+    agent = socket.socket(fileno=0)
+    wardens: set[int] = set()
+
+    def reap_wardens(*_: object) -> None:
+        # A warden that died (killed by its own command, say) left its tree to us: kill it.
+        while True:
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                break
+            wardens.discard(pid)
+        for child in _children():
+            if child not in wardens:
+                _signal(child, signal.SIGKILL)
+
+    def fork_warden() -> socket.socket:
+        """A new warden, waiting for its request on the socket returned."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # SIGCHLD waits until the new warden is in the set: never mistaken for a stray.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        try:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    agent.close()
+                    ours.close()
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    _warden(theirs)
+                finally:
+                    os._exit(1)
+            wardens.add(pid)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            theirs.close()
+        return ours
+
+    signal.signal(signal.SIGCHLD, reap_wardens)
+    gc.freeze()  # what exists now is never collected: a collection in a fork would copy it all
+    spare: socket.socket | None = None
+    while True:
+        if spare is None:
+            try:
+                spare = fork_warden()  # ready before the request that needs it
+            except OSError:
+                spare = None  # could not fork: the next request's job socket closes unanswered
+        try:
+            request, fds, _flags, _addr = socket.recv_fds(agent, _MAX_REQUEST, 4)
+        except OSError:
+            break
+        if not request:
+            break  # the agent is gone (or closed us): each warden sees its own job socket close
+        try:
+            if len(fds) == 4 and spare is not None:
+                socket.send_fds(spare, [request], fds)
+        except OSError:
+            pass  # that warden died: the job socket closes, and the agent reports it could not start
+        finally:
+            for fd in fds:
+                os.close(fd)
+            if spare is not None:
+                spare.close()
+                spare = None
+    if spare is not None:
+        spare.close()  # the warden waiting for a request sees it will get none, and exits
+    # Stay the subreaper of last resort until every warden has finished its tree.
+    deadline = time.monotonic() + _GIVE_UP_S
+    while time.monotonic() < deadline:
+        reap_wardens()
+        if not _children():
+            break
+        time.sleep(_KILL_PASS_S)
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
