@@ -1,10 +1,10 @@
 """Coalescing a running tool's output into few, bounded updates.
 
 Sending one update per pipe read would flood the editor; re-sending the whole output each time is
-O(n²) (DESIGN §5.3). So output is buffered and flushed when ``max_bytes`` are buffered or
-``max_delay`` after the first unflushed byte, whichever comes first. Each flush sends only what is
-new; ``feed`` waits for a size-triggered flush, which is the backpressure that keeps memory
-bounded when the client reads slowly.
+O(n²). So output is buffered and flushed when ``max_bytes`` are buffered (or a piece of half that
+comes at once) or ``max_delay`` after the first unflushed byte, whichever comes first. Each flush
+sends only what is new; ``feed`` waits for a size-triggered flush, which is the backpressure that
+keeps memory bounded when the client reads slowly.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class OutputCoalescer:
         self._group = task_group
         self._parts: list[str] = []
         self._size = 0
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # uncontended (the usual case): no yield
         self._timer: anyio.CancelScope | None = None
         self.flushed_any = False
         self.ends_with_newline = True
@@ -49,7 +49,9 @@ class OutputCoalescer:
             return
         self._parts.append(data)
         self._size += len(data)
-        if self._size >= self._policy.max_bytes:
+        # A read of half the size or more is worth an update of its own: waiting for the next one
+        # would cost a timer and a copy per update, and leave no fewer updates.
+        if self._size >= self._policy.max_bytes or 2 * len(data) >= self._policy.max_bytes:
             await self.flush()
         elif self._timer is None and self._policy.max_delay is not None:
             self._timer = anyio.CancelScope()

@@ -37,7 +37,8 @@ class StreamCapture:
     """The bounded capture of one stream (``label`` is ``"stdout"`` or ``"stderr"``).
 
     ``feed`` and ``take`` may run on different threads (a background command is pumped on its own).
-    ``spill_path`` is called at most once, when the stream first outgrows ``head + tail``.
+    ``spill_path`` is called at most once, when the stream first outgrows ``head + tail``; with
+    none the stream is never saved, and ``note`` says where else it can be found.
     """
 
     def __init__(
@@ -46,8 +47,9 @@ class StreamCapture:
         *,
         head: int,
         tail: int,
-        spill_path: Callable[[], str],
+        spill_path: Callable[[], str] | None,
         spill_limit: int | None = None,
+        note: Callable[[], str] | None = None,
     ) -> None:
         self.label = label
         self.total = 0
@@ -58,6 +60,7 @@ class StreamCapture:
         self._head, self._tail = bytearray(), bytearray()
         self._size = 0  # bytes in the window, including those dropped between head and tail
         self._spill_path = spill_path
+        self._elsewhere = note
         self._spill_limit = spill_limit
         self._early: bytearray | None = bytearray()  # the whole stream until a spill file exists
         self._fd = -1
@@ -117,6 +120,8 @@ class StreamCapture:
                 self._fd = -1
 
     def _note(self) -> str:
+        if self._spill_path is None:
+            return self._elsewhere() if self._elsewhere is not None else f"{self.label} was not saved"
         if self._spill_problem is not None:
             return self._spill_problem
         if self._spill_limit is not None and self.total > self._spill_limit:
@@ -124,6 +129,8 @@ class StreamCapture:
         return f"full {self.label} saved to {self.path}"
 
     def _spill(self, data: bytes) -> None:
+        if self._spill_path is None:
+            return
         if self._early is not None:
             self._early += data
             if len(self._early) <= self._head_max + self._tail_max:

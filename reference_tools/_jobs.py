@@ -92,7 +92,11 @@ class Job:
             )
 
         self.stdout, self.stderr = capture("stdout"), capture("stderr")
-        self.terminal = capture("output")
+        # Not saved itself: the streams are, and writing every byte to disk twice would double the
+        # cost of the copy (the largest cost but one of a command that prints a lot).
+        self.terminal = StreamCapture(
+            "output", head=settings.head_bytes, tail=settings.tail_bytes, spill_path=None, note=self._saved
+        )
         """Both streams interleaved as they arrived: what a terminal showed (and a replay shows)."""
         self.error: str | None = None
         """Why the command did not finish on its own (timed out), else ``None``."""
@@ -100,6 +104,12 @@ class Job:
         """Whether processes the command left running were stopped when it ended."""
         self.finished = threading.Event()
         """Set once the output is complete and the group is gone (or given up on)."""
+
+    def _saved(self) -> str:
+        saved = [
+            f"full {c.label} saved to {c.path}" for c in (self.stdout, self.stderr) if c.path is not None
+        ]
+        return "; ".join(saved) or "each stream was short enough to be returned in full"
 
     @property
     def exit_code(self) -> int | None:
@@ -118,7 +128,8 @@ class Job:
         On cancellation the caller must ``stop()`` the job (``Shell.run`` does).
         """
         try:
-            lock = anyio.Lock()  # one report at a time, in the order chunks arrived
+            # One report at a time, in the order chunks arrived; taking it free must not yield.
+            lock = anyio.Lock(fast_acquire=True)
             async with anyio.create_task_group() as tasks:
                 readers = [anyio.Event(), anyio.Event()]
                 tasks.start_soon(self._read, self.process.stdout, self.stdout, report, lock, readers[0])

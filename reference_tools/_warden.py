@@ -50,8 +50,10 @@ _GIVE_UP_S = 30.0
 
 
 def _subreaper() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: escapees go to init, as they would without us
 
 
 def _children() -> list[int]:
@@ -63,7 +65,7 @@ def _children() -> list[int]:
     except FileNotFoundError:  # a kernel without CONFIG_PROC_CHILDREN: scan every process
         pass
     found = []
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat", "rb") as stat:
