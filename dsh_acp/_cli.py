@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids
+from ._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids, default_state_dir
 
 __all__ = ["build_config", "main"]
 
@@ -158,8 +158,6 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     config.coalesce_delay = args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None
     config.force_local_fs = args.local_fs
     config.default_mode = args.mode
-    from ._store import default_state_dir
-
     config.state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
     if args.deterministic:
         config.session_ids = counter_ids(f"{args.id_prefix}session-")
@@ -175,9 +173,13 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
 def _model_config(spec: str | None, base_url: str | None, parser: argparse.ArgumentParser) -> AgentConfig:
     """The models: a scripted one (``script:PATH``) or an OpenAI-compatible one resolved from
     flags, environment and the user's config file (see the README's settings table)."""
+    config = AgentConfig()
+    if spec is not None and spec.startswith("script:"):
+        # The flag wins over every other source: no settings to read (and none of their imports
+        # before the agent answers `initialize`).
+        return _script_config(config, spec.removeprefix("script:"), parser)
     from ._settings import ModelSource, SettingsError, select_model_spec
 
-    config = AgentConfig()
     source = ModelSource.from_process(spec, base_url)
     try:
         chosen = select_model_spec(spec, source.environ, source.config_path)

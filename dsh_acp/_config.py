@@ -5,6 +5,7 @@ Kept free of heavy imports: it is built before ``initialize`` is answered.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,15 @@ if TYPE_CHECKING:
     from ._model import Model
     from ._settings import ModelSource
 
-__all__ = ["FIXED_TIME", "AgentConfig", "ModelChoice", "counter_ids", "random_ids", "utc_now"]
+__all__ = [
+    "FIXED_TIME",
+    "AgentConfig",
+    "ModelChoice",
+    "counter_ids",
+    "default_state_dir",
+    "random_ids",
+    "utc_now",
+]
 
 FIXED_TIME = "2026-01-01T00:00:00Z"
 """The clock of ``--deterministic`` runs."""
@@ -30,6 +39,15 @@ def utc_now() -> str:
 
 
 VERSION = "0.1.0"
+
+
+def default_state_dir(environ: dict[str, str] | None = None) -> Path:
+    """``$DSH_STATE_DIR``, else ``$XDG_STATE_HOME/dsh-acp``, else ``~/.local/state/dsh-acp``."""
+    env = os.environ if environ is None else environ
+    if env.get("DSH_STATE_DIR"):
+        return Path(env["DSH_STATE_DIR"])
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "dsh-acp"
 
 
 def random_ids() -> Callable[[], str]:

@@ -14,24 +14,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
 
-from ._model import (
-    AssistantMessage,
-    Finish,
-    FinishReason,
-    Message,
-    ModelEvent,
-    ModelRequest,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallRequest,
-    Usage,
-    UserMessage,
-)
+if TYPE_CHECKING:
+    from ._model import FinishReason, Message, ModelEvent, ModelRequest
+
+# The model's message and event classes are imported where a turn needs them: the CLI checks a
+# script file before the agent answers `initialize`, and building those dataclasses is start-up
+# time the editor would wait for.
 
 __all__ = ["ScriptError", "ScriptExhausted", "ScriptedModel"]
 
@@ -84,6 +77,8 @@ def _check_step(step: Any, where: str, problems: list[str]) -> None:
 
 
 def _position(messages: Sequence[Message]) -> tuple[int, int]:
+    from ._model import AssistantMessage, UserMessage
+
     turn = -1
     step = 0
     for message in messages:
@@ -132,6 +127,8 @@ class ScriptedModel:
         return f"script:{self.source}"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        from ._model import Finish, ReasoningDelta, TextDelta, ToolCallRequest, Usage
+
         # The loop says where the session is (prompts so far, model calls in this prompt); a
         # bare request is placed by the shape of its conversation instead.
         turn_index, step_index = _position(request.messages)

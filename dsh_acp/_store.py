@@ -22,6 +22,7 @@ import orjson
 
 from dsh_tools import redact_secret_shapes, secret_values
 
+from ._config import default_state_dir
 from ._framing import json_bytes
 
 __all__ = [
@@ -39,15 +40,6 @@ _log = logging.getLogger("dsh_acp.store")
 
 FORMAT_VERSION = 1
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-
-
-def default_state_dir(environ: dict[str, str] | None = None) -> Path:
-    """``$DSH_STATE_DIR``, else ``$XDG_STATE_HOME/dsh-acp``, else ``~/.local/state/dsh-acp``."""
-    env = os.environ if environ is None else environ
-    if env.get("DSH_STATE_DIR"):
-        return Path(env["DSH_STATE_DIR"])
-    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "dsh-acp"
 
 
 class SessionBusy(RuntimeError):
