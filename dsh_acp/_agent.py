@@ -38,6 +38,8 @@ _SESSION_METHODS = frozenset(
         "session/list",
         "session/prompt",
         "session/close",
+        "session/delete",
+        "logout",
         "session/set_mode",
         "session/set_config_option",
     }
@@ -126,8 +128,10 @@ class Agent:
                 "sessionCapabilities": {
                     "close": {},
                     "additionalDirectories": {},
-                    **({"list": {}, "resume": {}} if durable else {}),
+                    **({"list": {}, "resume": {}, "delete": {}} if durable else {}),
                 },
+                # A stored key (``dsh-acp login``) can be cleared: only with a real model.
+                **({"auth": {"logout": {}}} if self.config.model_source is not None else {}),
                 # A prompt sent while a turn runs is queued, not refused. There is no ACP field for
                 # this yet; clients look for the key claude-agent-acp introduced, so both are set.
                 "_meta": {"promptQueueing": True, "claudeCode": {"promptQueueing": True}},

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from ._settings import SettingsError, default_config_path, load_config_file
 
-__all__ = ["login_main", "store_api_key"]
+__all__ = ["login_main", "remove_api_key", "store_api_key"]
 
 _TABLE_HEADER = re.compile(r"^\s*\[")
 _API_KEY_LINE = re.compile(r"""^\s*(?:api_key|"api_key"|'api_key')\s*=""")
@@ -94,6 +94,29 @@ def store_api_key(path: str | Path, key: str) -> None:
     updated = _with_api_key(text, key)
     _check_update(updated, existing, key, path)
     _write_private(path, updated)
+
+
+def remove_api_key(path: str | Path) -> bool:
+    """Remove ``api_key`` from the config file at ``path``, keeping everything else in it; whether
+    there was one. ``SettingsError`` when it cannot be removed safely (the file is left alone)."""
+    import tomllib
+
+    path = Path(path)
+    existing = load_config_file(path)
+    if "api_key" not in existing:
+        return False
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    first_table = next((i for i, line in enumerate(lines) if _TABLE_HEADER.match(line)), len(lines))
+    kept = [line for i, line in enumerate(lines) if i >= first_table or not _API_KEY_LINE.match(line)]
+    updated = "".join(kept)
+    try:
+        after = tomllib.loads(updated)
+    except tomllib.TOMLDecodeError:
+        after = None
+    if after != {k: v for k, v in existing.items() if k != "api_key"}:
+        raise SettingsError(f"cannot remove the key from {path} safely; delete api_key in it by hand")
+    _write_private(path, updated)
+    return True
 
 
 def _with_api_key(text: str, key: str) -> str:

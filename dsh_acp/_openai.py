@@ -393,6 +393,9 @@ class OpenAIModel:
     back-off without waiting for it.
     """
 
+    writes_titles = True
+    """A real model names the session after its first turn (see ``_titles``)."""
+
     def __init__(
         self,
         settings: ModelSettings,

@@ -10,7 +10,7 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic import BaseModel, ValidationError
 
-from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, TextBlock, ToolRegistry
+from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, ToolRegistry
 
 from ._bridge import RenderContext, notice, wire_block
 from ._coalesce import CoalescePolicy
@@ -34,6 +34,7 @@ from ._replay import replay_updates, restore_state
 from ._scripted import ScriptExhausted
 from ._session import Session, SessionIO, Turn
 from ._store import Redactor, SessionBusy, SessionStore
+from ._titles import model_title, prompt_words, short_title
 from ._turn import LoopSettings, StopReason, TurnRunner
 from ._wire import (
     AuthenticateParams,
@@ -114,6 +115,8 @@ class Protocol:
             "session/resume": self._resume_session,
             "session/list": self._list_sessions,
             "session/close": self._close_session,
+            "session/delete": self._delete_session,
+            "logout": self._logout,
             "session/set_mode": self._set_mode,
             "session/set_config_option": self._set_config_option,
         }
@@ -126,8 +129,13 @@ class Protocol:
         if method == "session/prompt":
             return self._start_prompt(params)
         handler = self._methods.get(method)
-        if handler is None or (
-            self.store is None and method in ("session/load", "session/resume", "session/list")
+        if (
+            handler is None
+            or (
+                self.store is None
+                and method in ("session/load", "session/resume", "session/list", "session/delete")
+            )
+            or (method == "logout" and self.config.model_source is None)
         ):
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
         return handler(params)
@@ -364,6 +372,35 @@ class Protocol:
         await session.aclose()
         return {}
 
+    async def _delete_session(self, params: Any) -> dict[str, Any]:
+        """``session/delete``: close the session if it is open here, then remove its log."""
+        parsed: SessionIdParams = _validate(SessionIdParams, params)
+        assert self.store is not None
+        if parsed.session_id in self.sessions:
+            await self._close_session(params)
+        try:
+            self.store.delete(parsed.session_id)
+        except KeyError:
+            raise RpcError(RESOURCE_NOT_FOUND, f'Resource not found: session "{parsed.session_id}"') from None
+        except SessionBusy as error:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {error}") from None
+        return {}
+
+    async def _logout(self, params: Any) -> dict[str, Any]:
+        """``logout``: forget the API key ``dsh-acp login`` stored (a key in the environment is
+        the environment's: it stays, and the next session still finds it)."""
+        source = self.config.model_source
+        assert source is not None
+        if source.config_path is not None:
+            from ._login import remove_api_key
+            from ._settings import SettingsError
+
+            try:
+                remove_api_key(source.config_path)
+            except (SettingsError, OSError) as error:
+                raise RpcError(INTERNAL_ERROR, f"cannot log out: {error}") from None
+        return {}
+
     async def _set_mode(self, params: Any) -> dict[str, Any] | Reply:
         parsed: SetModeParams = _validate(SetModeParams, params)
         session = self._session(parsed.session_id)
@@ -424,7 +461,7 @@ class Protocol:
 
     # -- prompts ----------------------------------------------------------------------------
 
-    def _start_prompt(self, params: Any) -> Awaitable[dict[str, Any]]:
+    def _start_prompt(self, params: Any) -> Awaitable[dict[str, Any] | Reply]:
         parsed: PromptParams = _validate(PromptParams, params)
         session = self._session(parsed.session_id)
         if not parsed.prompt:
@@ -448,7 +485,7 @@ class Protocol:
 
     async def _take_turn(
         self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | Reply:
         """Wait for the prompt's turn, run it, then hand the session to the next queued prompt (the
         hand-over takes effect after this prompt's answer is written: the answer is written
         without yielding, so updates never mix between prompts)."""
@@ -470,7 +507,7 @@ class Protocol:
 
     async def _run_prompt(
         self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | Reply:
         runner = TurnRunner(session, self.settings, self.config.message_ids, turn_index=session.prompts)
         session.prompts += 1
         command = parse_command(prompt)
@@ -499,7 +536,11 @@ class Protocol:
                 await runner.close_open_calls()
             session.record({"type": "stop", "reason": stop})
             if stop != "cancelled" and command is None and session.title is None:
-                await self._set_title(session, prompt)
+                if getattr(session.model, "writes_titles", False) and prompt_words(prompt):
+                    # One short request after the answer: the user is not kept waiting for it.
+                    session.title = ""  # taken: a quick second turn does not ask again
+                    return Reply({"stopReason": stop}, lambda: self._write_title(session, prompt))
+                await self._set_title(session, prompt_words(prompt))
             return {"stopReason": stop}
         except ScriptExhausted as error:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
@@ -556,15 +597,17 @@ class Protocol:
             )
         return "end_turn"
 
-    async def _set_title(self, session: Session, prompt: tuple[ContentBlock, ...]) -> None:
-        text = next(
-            (block.text for block in prompt if isinstance(block, TextBlock) and block.text.strip()), ""
-        )
-        title = " ".join(text.split())
+    async def _write_title(self, session: Session, prompt: tuple[ContentBlock, ...]) -> None:
+        """The model's title for the session (the first prompt's words if it writes none)."""
+        words = prompt_words(prompt)
+        title = await model_title(session.model, words) if session.model is not None else None
+        if self.sessions.get(session.session_id) is session:  # not closed meanwhile
+            await self._set_title(session, title or words)
+
+    async def _set_title(self, session: Session, text: str) -> None:
+        title = short_title(text)
         if not title:
             return
-        if len(title) > 60:
-            title = title[:59].rstrip() + "…"
         session.title = title
         now = self.config.clock()
         session.record({"type": "title", "title": title, "updated_at": now})

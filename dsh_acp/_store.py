@@ -182,6 +182,18 @@ class SessionStore:
         """Reopen an existing session's log for appending (locks it)."""
         return SessionLog(self._path(session_id), self._lock(self._path(session_id)), self.clock, self.redact)
 
+    def delete(self, session_id: str) -> None:
+        """Remove a session's log; ``KeyError`` if there is none, ``SessionBusy`` while another
+        process has it open (its lock is taken first, so a live session is never cut off)."""
+        path = self._path(session_id)
+        if not path.is_file():
+            raise KeyError(session_id)
+        handle = self._lock(path)
+        try:
+            path.unlink()
+        finally:
+            handle.close()
+
     def load(self, session_id: str) -> LoadedSession:
         """Read a session back; ``KeyError`` if there is none, ``ValueError`` for an unknown format."""
         path = self._path(session_id)

@@ -66,6 +66,7 @@ async def test_a_turn_against_a_local_server(
             chunk(choices=False, usage=(1000, 20)),
         ),
         stream_reply(chunk("There is "), chunk("one file."), chunk(finish="stop")),
+        stream_reply(chunk('"Files in the '), chunk('folder"'), chunk(finish="stop")),  # the title
     ]
     async with FakeOpenAI(replies) as server:
         # A server on localhost needs no key; the model's context window comes from the config file.
@@ -86,6 +87,10 @@ async def test_a_turn_against_a_local_server(
             await client.initialize({"_meta": {"terminal_output": True}})
             sid = await client.new_session(str(tmp_path))
             assert await client.prompt(sid, "What is here?") == {"stopReason": "end_turn"}
+            answered = len(client.agent_messages)
+            # The model names the session after the answer: the user did not wait for it.
+            await client.wait_for(lambda _: bool(client.updates(sid, ["session_info_update"])))
+            assert client.agent_messages[answered - 1]["result"] == {"stopReason": "end_turn"}
             updates = client.updates(sid)
         client.assert_valid()
     kinds = [u["sessionUpdate"] for u in updates if u["sessionUpdate"] != "available_commands_update"]
@@ -102,7 +107,12 @@ async def test_a_turn_against_a_local_server(
     assert (usage["used"], usage["size"]) == (1020, 32768)
     call = next(u for u in updates if u["sessionUpdate"] == "tool_call")
     assert (call["toolCallId"], call["name"], call["kind"]) == ("call_1", "ls", "read")
-    first, second = (request.json for request in server.requests)
+    assert next(u for u in updates if u["sessionUpdate"] == "session_info_update")["title"] == (
+        "Files in the folder"
+    )
+    first, second, title = (request.json for request in server.requests)
+    assert "What is here?" in json.dumps(title["messages"])
+    assert "tools" not in title or title["tools"] == []
     assert first["stream"] is True
     assert str(tmp_path) in first["messages"][0]["content"]  # the system prompt names the cwd
     assert {tool["function"]["name"] for tool in first["tools"]} >= {"bash", "read", "edit", "ls"}
@@ -137,6 +147,7 @@ async def test_a_rate_limited_request_is_a_notice_where_the_client_shows_them(
     replies = [
         error_reply(429, "slow down", headers={"retry-after-ms": "200"}),
         stream_reply(chunk("Done."), chunk(finish="stop")),
+        error_reply(400, "no titles today"),  # the title request: the prompt's words instead
     ]
     async with FakeOpenAI(replies) as server:
         args = ["--model", "openai:fake", "--base-url", server.base_url, "--state-dir", str(tmp_path / "s")]
@@ -145,8 +156,10 @@ async def test_a_rate_limited_request_is_a_notice_where_the_client_shows_them(
             await client.initialize({"session": {"notices": {}}} if notices else {})
             sid = await client.new_session(str(tmp_path))
             assert await client.prompt(sid, "hi") == {"stopReason": "end_turn"}
+            await client.wait_for(lambda _: bool(client.updates(sid, ["session_info_update"])))
             updates = [u for u in client.updates(sid) if u["sessionUpdate"] != "available_commands_update"]
         client.assert_valid()
+    assert updates[-1]["title"] == "hi"  # the model wrote none: the first prompt's words
     said = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
     assert said == ["Done."]  # the retry is never part of the conversation
     shown = [u for u in updates if u["sessionUpdate"] == "notice"]
@@ -158,3 +171,30 @@ async def test_a_rate_limited_request_is_a_notice_where_the_client_shows_them(
         assert updates.index(notice) < updates.index(next(u for u in updates if u.get("content")))
     else:
         assert shown == []
+
+
+async def test_logout_forgets_the_stored_key_and_keeps_the_rest(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    config_dir = tmp_path / "config" / "dsh-acp"
+    config_dir.mkdir(parents=True)
+    config_file = config_dir / "config.toml"
+    config_file.write_text(
+        '# mine\napi_key = "sk-stored-not-real-1111"\n\n[models."gpt-4o"]\ncontext_window = 128000\n'
+    )
+    args = ["--model", "openai:gpt-4o", "--state-dir", str(tmp_path / "s")]
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "DSH_API_KEY": ""}
+    async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+        answer = await client.initialize()
+        assert answer["agentCapabilities"]["auth"] == {"logout": {}}
+        assert await client.new_session(str(tmp_path))  # the stored key authenticates
+        assert await client.request("logout", {}) == {}
+        with pytest.raises(RpcError) as info:
+            await client.new_session(str(tmp_path))
+        assert info.value.code == -32000  # no key any more: the editor offers its auth methods
+        assert await client.request("logout", {}) == {}  # nothing stored: still fine
+    client.assert_valid()
+    text = config_file.read_text()
+    assert "sk-stored" not in text
+    assert text.startswith("# mine\n")
+    assert '[models."gpt-4o"]\ncontext_window = 128000\n' in text

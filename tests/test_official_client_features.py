@@ -1,7 +1,8 @@
 """The features users ask every agent for, driven by the official ACP TypeScript client
-(``tests/client/drive.mjs``, scenario ``features``, script ``tests/client/features.json``): prompts
-queued while a turn runs and cancelled with it; notices. See ``test_official_client`` for how the driver
-records what the SDK handed to the editor and the raw wire."""
+(``tests/client/drive.mjs``, scenario ``features``, script ``tests/client/features.json``):
+prompts queued while a turn runs and cancelled with it; notices; session/delete. See
+``test_official_client`` for how the driver records what the SDK handed to the editor and the
+raw wire."""
 
 from __future__ import annotations
 
@@ -79,3 +80,11 @@ def test_an_mcp_server_that_fails_to_start_is_a_notice(features: Run) -> None:
     ]
     assert notices[0][0] > created.answered  # after the session's answer, which the editor needs first
     assert [u for _, u in updates if u["sessionUpdate"] == "agent_message_chunk"] == []
+
+
+def test_session_delete_is_advertised_and_removes_the_session(features: Run) -> None:
+    assert features.doc["initialize"]["agentCapabilities"]["sessionCapabilities"]["delete"] == {}
+    first, deleted = features.session_id, features.doc["mcpSession"]["sessionId"]
+    assert {s["sessionId"] for s in features.doc["listed"]["sessions"]} == {first, deleted}
+    assert features.doc["deleted"] == {}
+    assert [s["sessionId"] for s in features.doc["listedAfter"]["sessions"]] == [first]

@@ -262,6 +262,10 @@ const scenarios = {
       mcpServers: [{ name: "broken", command: path.join(workspace, "no-such-server"), args: [], env: [] }],
     });
     await sleep(300);
+    // Housekeeping: the history lists both sessions; deleting the second removes it from the list.
+    output.listed = await call(agent, acp.methods.agent.session.list, { cwd: workspace });
+    output.deleted = await call(agent, acp.methods.agent.session.delete, { sessionId: output.mcpSession.sessionId });
+    output.listedAfter = await call(agent, acp.methods.agent.session.list, { cwd: workspace });
   },
 };
 try {
