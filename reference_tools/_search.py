@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from dsh_tools import shown_text
@@ -17,10 +17,13 @@ from dsh_tools import shown_text
 __all__ = [
     "SKIP_DIRS",
     "Found",
+    "decode_text",
     "glob_files",
     "glob_root",
     "grep_files",
+    "line_entry",
     "list_dir",
+    "path_filter",
     "translate_glob",
 ]
 
@@ -138,14 +141,23 @@ def _walk(root: str, check: Callable[[], None]) -> Iterator[os.DirEntry[str]]:
             yield entry
 
 
-def glob_files(root: str, pattern: str, *, limit: int, check: Callable[[], None] = _nothing) -> Found:
-    """Files under ``root`` whose path relative to it matches ``pattern`` (a glob)."""
+def glob_files(
+    root: str,
+    pattern: str,
+    *,
+    limit: int,
+    check: Callable[[], None] = _nothing,
+    paths: Iterable[str] | None = None,
+) -> Found:
+    """Files under ``root`` whose path relative to it matches ``pattern`` (a glob). ``paths``:
+    the files under ``root`` as another walk found them (ripgrep's), in any order."""
     matcher = re.compile(translate_glob(pattern), re.DOTALL)
     found = Found()
     prefix = len(root.rstrip("/")) + 1
-    for entry in _walk(root, check):
-        if matcher.fullmatch(entry.path[prefix:]):
-            found.add(shown_text(entry.path), limit)
+    walked = (entry.path for entry in _walk(root, check)) if paths is None else sorted(paths)
+    for path in walked:
+        if matcher.fullmatch(path[prefix:]):
+            found.add(shown_text(path), limit)
     return found
 
 
@@ -180,6 +192,43 @@ def _bytes_twin(pattern: re.Pattern[str]) -> re.Pattern[bytes] | None:
         return None
 
 
+def path_filter(root: str, file_glob: str | None, *, names: bool = False) -> Callable[[str], bool]:
+    """Whether a path under ``root`` passes grep's glob: one without ``/`` (or any, with
+    ``names``) filters on file names, one with ``/`` on the path below ``root``."""
+    if not file_glob:
+        return lambda path: True
+    matcher = re.compile(translate_glob(file_glob), re.DOTALL).fullmatch
+    if names or "/" not in file_glob:
+        return lambda path: matcher(os.path.basename(path)) is not None
+    prefix = len(root.rstrip("/")) + 1
+    return lambda path: matcher(path[prefix:]) is not None
+
+
+def decode_text(data: bytes) -> str | None:
+    """A file's bytes as the text grep searches, or ``None`` for a binary file (a NUL byte).
+
+    ripgrep's rules, so that both engines agree: a UTF-8 BOM is dropped (it is not part of line
+    1), a UTF-16 BOM means UTF-16, and bytes that are not UTF-8 become surrogates, as in file
+    names (shown as ``\\xNN`` escapes).
+    """
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        text = data.decode("utf-16", "replace")
+        return None if "\0" in text else text
+    if b"\0" in data:
+        return None
+    if data.isascii():
+        return data.decode("ascii")
+    return data.decode("utf-8-sig", "surrogateescape")
+
+
+def line_entry(path: str, line: int, text: str, max_line: int) -> str:
+    """One grep result, ``path:line:text``: the line without its CR, shortened past
+    ``max_line`` characters, bytes that are not UTF-8 escaped."""
+    text = text[: max_line + 1].rstrip("\r")
+    text = text if len(text) <= max_line else text[:max_line] + " […]"
+    return shown_text(f"{path}:{line}:{text}")
+
+
 def grep_files(
     root: str,
     pattern: re.Pattern[str],
@@ -187,64 +236,79 @@ def grep_files(
     file_glob: str | None,
     limit: int,
     max_line: int,
+    line_safe: bool = False,
     check: Callable[[], None] = _nothing,
 ) -> Found:
     """Lines matching ``pattern`` (``path:line:text``) in the text files under ``root``, or in
-    ``root`` itself when it is a file. Binary files (a NUL byte in the first 8 KiB) are skipped.
+    ``root`` itself when it is a file; binary files are skipped. Each line is searched on its
+    own: a match never spans lines.
 
-    A glob without ``/`` filters on file names, one with ``/`` on the path below ``root``.
+    ``line_safe`` says that a match within a line is also a match of the whole text at the same
+    place (true of patterns without look-around or ``\\A``/``\\Z``): the whole text is then
+    searched first, and only lines where a match ran past the line end are searched alone.
     """
     # An ASCII pattern means the same as a bytes pattern on ASCII data, so most files are
     # searched without decoding; anything else is decoded and searched as text.
-    fast = _bytes_twin(pattern)
-    name_filter = re.compile(translate_glob(file_glob), re.DOTALL) if file_glob else None
-    on_name = file_glob is not None and "/" not in file_glob
-    prefix = len(root.rstrip("/")) + 1
+    fast = _bytes_twin(pattern) if line_safe else None
+    keep = path_filter(root, file_glob)
     found = Found()
     paths: Iterator[str]
     if os.path.isfile(root):
-        paths, on_name = iter([root]), True
+        paths, keep = iter([root]), path_filter(root, file_glob, names=True)
     else:
         paths = (entry.path for entry in _walk(root, check))
     for path in paths:
-        if name_filter and not name_filter.fullmatch(os.path.basename(path) if on_name else path[prefix:]):
+        if not keep(path):
             continue
         data = _read(path)
-        if data is None or b"\0" in data[:_SNIFF]:
+        if data is None or (fast is not None and data.isascii() and fast.search(data) is None):
             continue
-        if fast is not None and data.isascii():
-            if fast.search(data) is None:
-                continue
-            text = data.decode("ascii")
-        else:
-            # -sig: a BOM is not part of line 1. Bytes that are not UTF-8 become surrogates
-            # (as in file names) and are shown as \xNN escapes.
-            text = data.decode("utf-8-sig", "surrogateescape")
-            if pattern.search(text) is None:
-                continue
-        found.files += 1
-        _matching_lines(path, text, pattern, found, limit, max_line)
+        text = decode_text(data)
+        if text is None or (line_safe and pattern.search(text) is None):
+            continue
+        if _matching_lines(path, text, pattern, found, limit, max_line, line_safe):
+            found.files += 1
     return found
 
 
-def _matching_lines(
-    path: str, text: str, pattern: re.Pattern[str], found: Found, limit: int, max_line: int
-) -> None:
-    line, counted, pos = 1, 0, 0
-    while pos < len(text):
-        match = pattern.search(text, pos)
-        # A match after the final newline is on no line (grep reports none there either).
-        if match is None or (match.start() == len(text) and text.endswith("\n")):
-            return
-        start = text.rfind("\n", 0, match.start()) + 1
-        end = text.find("\n", match.start())
+def _lines_of(text: str) -> Iterator[tuple[int, int]]:
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
         end = len(text) if end < 0 else end
+        yield start, end
+        start = end + 1
+
+
+def _matching_lines(
+    path: str, text: str, pattern: re.Pattern[str], found: Found, limit: int, max_line: int, line_safe: bool
+) -> bool:
+    """Add the lines of ``text`` that match; whether there was any."""
+    if not line_safe:
+        hits = [
+            (start, end) for start, end in _lines_of(text) if pattern.search(text, start, end) is not None
+        ]
+    else:
+        hits, pos = [], 0
+        while pos < len(text):
+            match = pattern.search(text, pos)
+            if match is None:
+                break
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.start())
+            end = len(text) if end < 0 else end
+            if start == len(text):
+                break  # a match after the final newline is on no line
+            # Leftmost: a line before this one with a match alone would have matched here first.
+            if match.end() <= end or pattern.search(text, start, end) is not None:
+                hits.append((start, end))
+            pos = end + 1
+    line, counted = 1, 0
+    for start, end in hits:
         line += text.count("\n", counted, start)
         counted = start
-        shown = text[start : min(end, start + max_line + 1)].rstrip("\r")
-        shown = shown if len(shown) <= max_line else shown[:max_line] + " […]"
-        found.add(shown_text(f"{path}:{line}:{shown}"), limit)
-        pos = end + 1  # one entry per line, however many matches it holds
+        found.add(line_entry(path, line, text[start:end], max_line), limit)
+    return bool(hits)
 
 
 def list_dir(directory: str, *, limit: int) -> Found:

@@ -55,7 +55,7 @@ from dsh_tools import (
     text,
 )
 
-from . import _hunks, _paths, _search
+from . import _hunks, _paths, _ripgrep, _search
 from .filesystem import FileSystem, FileTooLargeError, LocalFileSystem, NotTextError
 
 __all__ = [
@@ -582,8 +582,12 @@ _GLOB_PARAMETERS: SchemaSpec = {
 async def _glob(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     root, pattern = _glob_target(execution, args)
     _directory(execution, root)
+    # ripgrep walks in parallel; matching and sorting are the Python walk's either way.
+    paths = await _ripgrep.rg_files(root, skip_dirs=_search.SKIP_DIRS)
     found = await _in_thread(
-        functools.partial(_search.glob_files, root, pattern, limit=_MAX_GLOB, check=_check_cancelled)
+        functools.partial(
+            _search.glob_files, root, pattern, limit=_MAX_GLOB, check=_check_cancelled, paths=paths
+        )
     )
     body = _search_result(
         "\n".join(found.lines), found, f"No files match {args['pattern']} in {root}.", "narrow the pattern"
@@ -641,20 +645,36 @@ async def _grep(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         pattern = re.compile(args["pattern"], flags)
     except re.error as error:
         raise ToolError(f"invalid regular expression {args['pattern']!r}: {error}") from None
-    grep = functools.partial(
-        _search.grep_files,
-        root,
-        pattern,
-        file_glob=args.get("glob"),
-        limit=_MAX_GREP,
-        max_line=_MAX_GREP_LINE,
-        check=_check_cancelled,
-    )
-    found = await _in_thread(grep)
+    found = await _grep_found(root, pattern, args.get("glob"))
     empty = f"No matches for {args['pattern']} in {root}."
     body = _search_result("\n".join(found.lines), found, empty, "narrow the pattern, path or glob")
     total = len(found.lines) + found.omitted
     return ToolOutput([text(body)], meta={"root": root, "matches": total, "files": found.files})
+
+
+async def _grep_found(root: str, pattern: re.Pattern[str], file_glob: str | None) -> _search.Found:
+    """ripgrep's results where it can give them, else the Python walk's (the same results)."""
+    rust = _ripgrep.to_rust_regex(pattern.pattern, pattern.flags)
+    if rust is not None and os.path.isdir(root):  # noqa: ASYNC240 (a stat: cheaper than a thread hop)
+        keep = _search.path_filter(root, file_glob)
+        ran = await _ripgrep.rg_grep(
+            root, rust, skip_dirs=_search.SKIP_DIRS, file_glob=file_glob, keep=keep, limit=_MAX_GREP
+        )
+        if ran is not None:
+            lines, total, files = ran
+            shown = [_search.line_entry(path, line, text, _MAX_GREP_LINE) for path, line, text in lines]
+            return _search.Found(lines=shown, omitted=total - len(shown), files=files)
+    grep = functools.partial(
+        _search.grep_files,
+        root,
+        pattern,
+        file_glob=file_glob,
+        limit=_MAX_GREP,
+        max_line=_MAX_GREP_LINE,
+        line_safe=rust is not None,
+        check=_check_cancelled,
+    )
+    return await _in_thread(grep)
 
 
 def _present_grep(args: dict[str, Any]) -> ToolCallView:

@@ -17,10 +17,21 @@ from dsh_tools import (
     ToolRegistry,
     ToolResult,
 )
-from reference_tools import _search
+from reference_tools import _ripgrep, _search
 from reference_tools.fs import fs_tools, register_fs_tools
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["ripgrep", "python"], autouse=True)
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with each search engine: ripgrep, and the Python walk that stands in
+    where ripgrep is missing."""
+    if request.param == "python":
+        monkeypatch.setattr(_ripgrep, "rg_binary", lambda: None)
+    else:
+        assert _ripgrep.rg_binary() is not None, "rg is a dependency: it must be installed here"
+    return str(request.param)
 
 
 @pytest.fixture
