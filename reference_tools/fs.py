@@ -686,7 +686,8 @@ def _present_grep(args: dict[str, Any]) -> ToolCallView:
 grep_tool = define_tool(
     name="grep",
     description=(
-        "Search file contents with a Python regular expression (^ and $ match at line breaks). "
+        "Search file contents with a Python regular expression, line by line (^ and $ match at "
+        "the ends of a line; a match never spans lines). "
         f"Returns matching lines as path:line:text, sorted by path and line, at most {_MAX_GREP}. "
         f"Skips binary files and {_SKIPPED}; does not follow symlinks."
     ),
