@@ -208,17 +208,20 @@ async def _drain(fd: int, sink: bytearray, keep: int | None = None) -> None:
 
 
 async def _run(argv: list[str], cwd: str) -> tuple[int, bytes] | None:
-    """Run ripgrep; its exit status and stdout, or ``None`` when it cannot start."""
+    """Run ripgrep; its exit status and stdout, or ``None`` when it cannot start or its status
+    cannot be learned."""
     try:
         group = ProcessGroup.spawn(argv, cwd=cwd, env={})
     except OSError:
         return None
-    out, err = bytearray(), bytearray()
+    out, err = bytearray(), bytearray()  # stderr is drained so that rg never blocks on it
     try:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_drain, group.stdout, out)
             tasks.start_soon(_drain, group.stderr, err, _STDERR_KEEP)
         code = await group.wait()
+        if code is None:
+            return None
     finally:
         with anyio.CancelScope(shield=True):  # cancelled or not: nothing is left running
             await group.terminate(0)
