@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,7 +34,7 @@ from ._prompt import system_prompt
 from ._replay import replay_updates, restore_state
 from ._scripted import ScriptExhausted
 from ._session import Session, SessionIO, Turn
-from ._store import Redactor, SessionBusy, SessionStore
+from ._store import LoadedSession, Redactor, SessionBusy, SessionStore
 from ._titles import model_title, prompt_words, short_title
 from ._turn import LoopSettings, StopReason, TurnRunner
 from ._wire import (
@@ -155,6 +156,8 @@ class Protocol:
         async with anyio.create_task_group() as group:
             for session in sessions:
                 group.start_soon(session.aclose)
+        if self.store is not None:
+            self.store.close()
 
     def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -209,7 +212,7 @@ class Protocol:
         choice = self._choice(None)
         session = Session(
             session_id=session_id,
-            cwd=parsed.cwd,
+            cwd=sys.intern(parsed.cwd),  # sessions of one project share the string
             model=choice.build() if choice else None,
             model_id=choice.id if choice else None,
             registry=self.tools.layer(),
@@ -245,8 +248,11 @@ class Protocol:
         session.services.add(connections)  # closed with the session
         return failures
 
-    def _after_answer(self, session: Session, failures: list[str]) -> Callable[[], Awaitable[None]]:
-        """What follows a session's answer: its commands, and why any MCP server is missing."""
+    def _after_answer(
+        self, session: Session, failures: list[str], skipped: list[str] = ()  # type: ignore[assignment]
+    ) -> Callable[[], Awaitable[None]]:
+        """What follows a session's answer: its commands, why any MCP server is missing, and which
+        lines of its log could not be read (told, not logged: the next load tells it again)."""
 
         async def send() -> None:
             await session.send(available_commands())
@@ -256,6 +262,18 @@ class Protocol:
                     await session.send(notice("warning", title, detail))
             elif failures:
                 await self._say(session, "\n".join(failures))
+            if skipped:
+                text = f"The session log had lines that could not be read, skipped: {', '.join(skipped)}."
+                if session.render.notices:
+                    await session.send(notice("warning", "Session log damaged", text))
+                    return
+                await session.send(
+                    {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": text},
+                        "messageId": self.config.message_ids(),
+                    }
+                )
 
         return send
 
@@ -276,9 +294,9 @@ class Protocol:
         answer = {"sessionId": session.session_id, **self._session_answer(session)}
         return Reply(answer, self._after_answer(session, failures))
 
-    async def _restore(self, parsed: LoadSessionParams) -> tuple[Session, list[dict[str, Any]], list[str]]:
-        """A stored session reopened (or the one already open here), its events, and the MCP
-        servers that failed to start (a session already open keeps its servers)."""
+    async def _restore(self, parsed: LoadSessionParams) -> tuple[Session, LoadedSession, list[str]]:
+        """A stored session reopened (or the one already open here), what its log holds, and the
+        MCP servers that failed to start (a session already open keeps its servers)."""
         assert self.store is not None
         self._require_key()
         try:
@@ -289,7 +307,7 @@ class Protocol:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
         session = self.sessions.get(parsed.session_id)
         if session is not None:
-            return session, loaded.events, []
+            return session, loaded, []
         session = self._make_session(parsed.session_id, parsed)
         try:
             session.log = self.store.open(parsed.session_id)
@@ -315,21 +333,21 @@ class Protocol:
                 await session.aclose()
             raise
         self.sessions[session.session_id] = session
-        return session, loaded.events, failures
+        return session, loaded, failures
 
     async def _load_session(self, params: Any) -> dict[str, Any] | Reply:
         parsed: LoadSessionParams = _validate(LoadSessionParams, params)
-        session, events, failures = await self._restore(parsed)
-        for update in replay_updates(events, session.render):
+        session, loaded, failures = await self._restore(parsed)
+        for update in replay_updates(loaded.events, session.render):
             await session.send(update)
         answer = self._session_answer(session)
-        return Reply(answer, self._after_answer(session, failures))
+        return Reply(answer, self._after_answer(session, failures, loaded.skipped))
 
     async def _resume_session(self, params: Any) -> dict[str, Any] | Reply:
         parsed: ResumeSessionParams = _validate(ResumeSessionParams, params)
-        session, _, failures = await self._restore(parsed)
+        session, loaded, failures = await self._restore(parsed)
         answer = self._session_answer(session)
-        return Reply(answer, self._after_answer(session, failures))
+        return Reply(answer, self._after_answer(session, failures, loaded.skipped))
 
     async def _list_sessions(self, params: Any) -> dict[str, Any]:
         parsed: ListSessionsParams = _validate(ListSessionsParams, params)
@@ -535,6 +553,8 @@ class Protocol:
                 stop = "cancelled"
                 await runner.close_open_calls()
             session.record({"type": "stop", "reason": stop})
+            if turn.log_error is not None:
+                raise turn.log_error
             if stop != "cancelled" and command is None and session.title is None:
                 if getattr(session.model, "writes_titles", False) and prompt_words(prompt):
                     # One short request after the answer: the user is not kept waiting for it.

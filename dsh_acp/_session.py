@@ -13,7 +13,7 @@ from dsh_tools import Services, ToolRegistry
 from ._bridge import RenderContext
 from ._model import Message, Model
 from ._modes import PermissionState
-from ._store import SessionLog
+from ._store import SessionLog, StoreError
 
 __all__ = ["Session", "SessionIO", "Turn"]
 
@@ -30,6 +30,8 @@ class Turn:
         self.started = anyio.Event()
         """Set when the turn may run: at once on an idle session, else when the turn before it ends."""
         self.done = anyio.Event()
+        self.log_error: StoreError | None = None
+        """The session log failed during the turn: the turn stopped, and the prompt answers this."""
 
     def cancel(self) -> None:
         """Stop the turn: the prompt will answer ``cancelled`` (a queued one without running)."""
@@ -45,7 +47,7 @@ class SessionIO:
     request: Callable[[str, Any], Awaitable[Any]]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # slots: thousands of idle sessions, no __dict__ each
 class Session:
     """Everything one ACP session owns."""
 
@@ -78,10 +80,28 @@ class Session:
         for turn in (*([self.turn] if self.turn is not None else []), *self.queue):
             turn.cancel()
 
-    def record(self, event: dict[str, Any]) -> None:
-        """Append an event to the session log, if the session has one."""
-        if self.log is not None:
+    def record(self, event: dict[str, Any]) -> bool:
+        """Append an event to the session log, if the session has one; False if it could not be
+        written during a turn.
+
+        Outside a turn a failure raises ``StoreError`` (the request answers it). During a turn it
+        stops the turn instead, as a crash at that point would have: calls not logged as finished
+        close as failed, the conversation gets what a reload would rebuild from the log, and the
+        prompt answers with the error.
+        """
+        if self.log is None:
+            return True
+        try:
             self.log.append(event)
+        except StoreError as error:
+            turn = self.turn
+            if turn is None:
+                raise
+            if turn.log_error is None:
+                turn.log_error = error
+                turn.cancel()
+            return False
+        return True
 
     async def send(self, update: dict[str, Any]) -> None:
         """Send one ``session/update`` of this session."""

@@ -1,28 +1,37 @@
 """Durable sessions: one append-only JSONL event log per session.
 
 The first line is a header (format version, session id, cwd, created); every later line is one
-event, written and flushed as the turn runs, so a killed agent loses at most the event it was
-writing (a torn last line is skipped with a warning on load). A log is locked while a process has
-its session open, so two agents never write the same session. Strings that look like secrets are
-redacted before they reach the disk.
+event, written with a single ``write`` as the turn runs, so a killed agent loses at most the event
+it was writing. A line torn that way (or by a full disk) is fenced off with a newline before the
+next event is appended, so it never swallows that event; a load skips it and says so. When a turn
+ends its log is ``fsync``ed: a power cut can lose the events of the turn that was running (and
+sessions never prompted since), never a finished turn.
+
+A session is claimed (``_claims``) while a process has it open, so two agents never write the same
+session. Logs are opened per write through a small cache of descriptors, so an idle session holds
+none. Strings that look like secrets are redacted before they reach the disk. A failure of the disk
+(full, read-only, no permission, no descriptor left) is a ``StoreError`` naming the cause and path.
 """
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Final
 
 import orjson
 
 from dsh_tools import redact_secret_shapes, secret_values
 
+from ._claims import Claims, SessionBusy
 from ._config import default_state_dir
+from ._connection import INTERNAL_ERROR, RpcError
 from ._framing import json_bytes
 
 __all__ = [
@@ -32,6 +41,7 @@ __all__ = [
     "SessionBusy",
     "SessionLog",
     "SessionStore",
+    "StoreError",
     "StoredSession",
     "default_state_dir",
 ]
@@ -42,8 +52,25 @@ FORMAT_VERSION = 1
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
-class SessionBusy(RuntimeError):
-    """Another process has this session open."""
+_OPEN_LOGS: Final = 16
+"""Log descriptors a store keeps open between writes (the sessions written most recently)."""
+
+
+class StoreError(RpcError):
+    """The state folder failed us: answered as an internal error that names the cause and path."""
+
+    def __init__(self, doing: str, error: OSError, path: Path) -> None:
+        super().__init__(INTERNAL_ERROR, f"{doing}: {describe_os_error(error, path)}")
+        self.os_error = error
+
+
+def describe_os_error(error: OSError, path: Path | str) -> str:
+    """``no space left on device (/state/sessions/x.jsonl)``: the cause in words, then the path."""
+    reason = error.strerror or type(error).__name__
+    reason = reason[:1].lower() + reason[1:]
+    if error.errno == errno.EMFILE:
+        reason += ", the agent's limit (ulimit -n)"
+    return f"{reason} ({error.filename or path})"
 
 
 class Redactor:
@@ -97,6 +124,8 @@ class LoadedSession:
 
     header: dict[str, Any]
     events: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """The lines that could not be read, described (``line 12 (the last, torn by a crash?)``)."""
 
     @property
     def session_id(self) -> str:
@@ -108,27 +137,41 @@ class LoadedSession:
 
 
 class SessionLog:
-    """The open, locked log of one session: ``append`` writes and flushes one event."""
+    """The claimed log of one session: ``append`` writes one event."""
 
-    def __init__(self, path: Path, handle: IO[bytes], clock: Callable[[], str], redact: Redactor) -> None:
-        self.path = path
-        self._handle = handle
-        self._clock = clock
-        self._redact = redact
+    __slots__ = ("_closed", "_store", "fence", "session_id")
+
+    def __init__(self, store: SessionStore, session_id: str, *, fresh: bool = False) -> None:
+        self.session_id = session_id
+        self._store = store
+        self._closed = False
+        # Before the first write, and after a failed one, the end of the file is checked: a line
+        # torn by a crash or a full disk gets its newline, so the next event is a line of its own.
+        self.fence = not fresh
 
     def append(self, event: dict[str, Any]) -> None:
-        """Write one event (with a timestamp) and flush it to the OS."""
-        if self._handle.closed:
+        """Write one event (with a timestamp) in one ``write``; a turn's ``stop`` is also synced
+        to the disk. ``StoreError`` if it cannot be written (the log is then fenced again)."""
+        if self._closed:
             return
-        record = self._redact({**event, "ts": self._clock()})
-        self._handle.write(json_bytes(record, orjson.OPT_APPEND_NEWLINE))
-        self._handle.flush()
+        record = self._store.redact({**event, "ts": self._store.clock()})
+        data = json_bytes(record, orjson.OPT_APPEND_NEWLINE)
+        self._store.write(self, data, sync=event.get("type") == "stop")
+
+    @property
+    def file(self) -> str:
+        """The log's path (made when needed: thousands of idle sessions would each keep one)."""
+        return self._store.file(self.session_id)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.file)
 
     def close(self) -> None:
-        """Release the lock and the file."""
-        if not self._handle.closed:
-            fcntl.flock(self._handle, fcntl.LOCK_UN)
-            self._handle.close()
+        """Release the claim and the descriptor."""
+        if not self._closed:
+            self._closed = True
+            self._store.release(self)
 
 
 class SessionStore:
@@ -138,11 +181,18 @@ class SessionStore:
         self.root = root
         self.clock = clock
         self.redact = redact or Redactor()
+        self._folder = os.path.join(root, "sessions")
+        self._claims = Claims(root / "sessions")
+        self._fds: OrderedDict[str, int] = OrderedDict()  # most recently written last
 
     def _path(self, session_id: str) -> Path:
         if not _SAFE_ID.match(session_id):
             raise KeyError(session_id)
         return self.root / "sessions" / f"{session_id}.jsonl"
+
+    def file(self, session_id: str) -> str:
+        """The path of a (valid) session id's log, as a string."""
+        return f"{self._folder}/{session_id}.jsonl"
 
     def exists(self, session_id: str) -> bool:
         try:
@@ -150,56 +200,128 @@ class SessionStore:
         except KeyError:
             return False
 
-    def _lock(self, path: Path) -> IO[bytes]:
-        handle = open(path, "ab")  # noqa: SIM115 - the log stays open (and locked) with its session
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise SessionBusy(f"session {path.stem} is open in another dsh-acp process") from None
-        return handle
-
     def create(self, session_id: str, cwd: str, additional_directories: list[str]) -> SessionLog:
         """Start the log of a new session (private: mode 0600 in a 0700 folder)."""
         path = self._path(session_id)
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        log = SessionLog(path, self._lock(path), self.clock, self.redact)
-        log.append(
-            {
-                "type": "session",
-                "version": FORMAT_VERSION,
-                "session_id": session_id,
-                "cwd": cwd,
-                "additional_directories": additional_directories,
-                "created": self.clock(),
-            }
-        )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        except OSError as error:
+            raise StoreError("the session log could not be created", error, path) from error
+        try:
+            log = self._claim(session_id, path, fresh=True)
+            log.append(
+                {
+                    "type": "session",
+                    "version": FORMAT_VERSION,
+                    "session_id": session_id,
+                    "cwd": cwd,
+                    "additional_directories": additional_directories,
+                    "created": self.clock(),
+                }
+            )
+        except BaseException:
+            self._release_path(session_id, str(path))
+            try:
+                path.unlink()  # a session that could not start leaves nothing behind
+            except OSError:
+                pass
+            raise
         return log
 
     def open(self, session_id: str) -> SessionLog:
-        """Reopen an existing session's log for appending (locks it)."""
-        return SessionLog(self._path(session_id), self._lock(self._path(session_id)), self.clock, self.redact)
+        """Claim an existing session's log for appending; ``SessionBusy`` if it is open elsewhere."""
+        return self._claim(session_id, self._path(session_id))
+
+    def _claim(self, session_id: str, path: Path, *, fresh: bool = False) -> SessionLog:
+        try:
+            self._claims.claim(session_id, path, fresh=fresh)
+        except OSError as error:
+            raise StoreError("the session could not be opened", error, path) from error
+        return SessionLog(self, session_id, fresh=fresh)
+
+    def release(self, log: SessionLog) -> None:
+        """Let another process open ``log``'s session; its descriptor is closed."""
+        self._release_path(log.session_id, log.file)
+
+    def _release_path(self, session_id: str, path: str) -> None:
+        fd = self._fds.pop(path, None)
+        if fd is not None:
+            os.close(fd)
+        self._claims.release(session_id)
+
+    def close(self) -> None:
+        """Close every descriptor and release every claim."""
+        while self._fds:
+            os.close(self._fds.popitem()[1])
+        self._claims.close()
+
+    def write(self, log: SessionLog, data: bytes, *, sync: bool = False) -> None:
+        """Append ``data`` to ``log`` (fencing a torn last line first); ``StoreError`` on failure."""
+        try:
+            fd = self._fd(log.file)
+            if log.fence:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    _log.warning("session log %s: its last line was torn; fenced off", log.path.name)
+                    data = b"\n" + data
+                log.fence = False
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        except OSError as error:
+            log.fence = True  # a partial write may have torn the line
+            stale = self._fds.pop(log.file, None)
+            if stale is not None:
+                os.close(stale)
+            raise StoreError("the session log could not be written", error, log.path) from error
+
+    def _fd(self, path: str) -> int:
+        fd = self._fds.get(path)
+        if fd is not None:
+            self._fds.move_to_end(path)
+            return fd
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        self._fds[path] = fd
+        if len(self._fds) > _OPEN_LOGS:
+            os.close(self._fds.popitem(last=False)[1])
+        return fd
 
     def delete(self, session_id: str) -> None:
         """Remove a session's log; ``KeyError`` if there is none, ``SessionBusy`` while another
-        process has it open (its lock is taken first, so a live session is never cut off)."""
+        process has it open (it is claimed first, so a live session is never cut off)."""
         path = self._path(session_id)
         if not path.is_file():
             raise KeyError(session_id)
-        handle = self._lock(path)
+        try:
+            self._claims.claim(session_id, path)
+        except OSError as error:
+            raise StoreError("the session could not be deleted", error, path) from error
         try:
             path.unlink()
+        except OSError as error:
+            raise StoreError("the session could not be deleted", error, path) from error
         finally:
-            handle.close()
+            self._claims.release(session_id)
 
     def load(self, session_id: str) -> LoadedSession:
-        """Read a session back; ``KeyError`` if there is none, ``ValueError`` for an unknown format."""
+        """Read a session back; ``KeyError`` if there is none, ``ValueError`` for an unknown format,
+        ``StoreError`` if it cannot be read."""
         path = self._path(session_id)
-        if not path.is_file():
-            raise KeyError(session_id)
-        records = list(_records(path))
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            raise KeyError(session_id) from None
+        except IsADirectoryError:
+            raise KeyError(session_id) from None
+        except OSError as error:
+            raise StoreError("the session log could not be read", error, path) from error
+        records, skipped = _records(data)
+        for where in skipped:
+            _log.warning("session log %s: skipped %s: not JSON", path.name, where)
         if not records or records[0].get("type") != "session":
             raise ValueError(f"session {session_id}: the log has no header")
         header = records[0]
@@ -208,16 +330,24 @@ class SessionStore:
                 f"session {session_id}: log format {header.get('version')!r} is not supported "
                 f"(this dsh-acp reads format {FORMAT_VERSION})"
             )
-        return LoadedSession(header, records[1:])
+        return LoadedSession(header, records[1:], skipped)
 
     def list(self, cwd: str | None = None) -> list[StoredSession]:
-        """Every stored session (optionally of one cwd), most recently updated first."""
+        """Every stored session (optionally of one cwd), most recently updated first. A log that
+        cannot be read is left out (and logged); ``StoreError`` if the folder cannot be read."""
         folder = self.root / "sessions"
+        try:
+            paths = [path for path in folder.iterdir() if path.suffix == ".jsonl"] if folder.is_dir() else []
+        except OSError as error:
+            raise StoreError("the sessions could not be listed", error, folder) from error
         found = []
-        for path in folder.glob("*.jsonl") if folder.is_dir() else ():
+        for path in paths:
             try:
                 loaded = self.load(path.stem)
             except (KeyError, ValueError):
+                continue
+            except StoreError as error:
+                _log.warning("session/list: %s", error.message)
                 continue
             if cwd is not None and loaded.cwd != cwd:
                 continue
@@ -236,17 +366,21 @@ class SessionStore:
         return found
 
 
-def _records(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, "rb") as handle:
-        lines = handle.read().split(b"\n")
+def _records(data: bytes) -> tuple[list[dict[str, Any]], list[str]]:
+    """The JSON objects of a log, and the lines that are not JSON, described."""
+    lines = data.split(b"\n")
+    records: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    last = len(lines) - 1 if lines[-1] else len(lines) - 2  # the final line (after it, only b"")
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
-            where = "its last line (torn by a crash?)" if number >= len(lines) - 1 else f"line {number}"
-            _log.warning("session log %s: skipping %s: not JSON", path.name, where)
+            torn = number - 1 == last
+            skipped.append(f"line {number}" + (" (the last, torn by a crash?)" if torn else ""))
             continue
         if isinstance(record, dict):
-            yield record
+            records.append(record)
+    return records, skipped

@@ -348,13 +348,14 @@ class TurnRunner:
             self.session.history.append(call.model_result)
         self._step = []
 
-    def _record_call(self, call: _Call) -> None:
-        """Log a call when the editor first hears of it, so a replay keeps the live order."""
+    def _record_call(self, call: _Call) -> bool:
+        """Log a call when the editor first hears of it, so a replay keeps the live order; False
+        if the log could not be written."""
         if call.recorded:
-            return
+            return True
         call.recorded = True
         info = call.info
-        self.session.record(
+        return self.session.record(
             {
                 "type": "tool_call",
                 "call_id": info.call_id,
@@ -366,8 +367,9 @@ class TurnRunner:
         )
 
     async def _announce(self, call: _Call, status: ToolCallStatus) -> None:
+        if not self._record_call(call):
+            return  # the log failed and the turn is stopping: the editor never hears of the call
         call.announced = True
-        self._record_call(call)
         if call.is_plan:
             return  # a plan is shown as the session's plan, not as a tool card
         await self.session.send(announce_call(call.info, status, self.session.render))
@@ -412,8 +414,7 @@ class TurnRunner:
         view = definition.result_view(call.info.arguments, tool_result) if definition else None
         content = _budget(result.content, self.settings.output_head, self.settings.output_tail)
         call.model_result = ToolResultMessage(call.info.call_id, call.info.name, content, result.is_error)
-        call.finished = True
-        session.record(
+        logged = session.record(
             {
                 "type": "tool_result",
                 "call_id": result.call_id,
@@ -426,6 +427,11 @@ class TurnRunner:
                 "view": view_json(view),
             }
         )
+        if not logged:
+            # The turn is stopping: the call closes as failed, as a reload of the log will show it.
+            call.model_result = None
+            return
+        call.finished = True
         for update in finish_call(call.info, tool_result, view, session.render, streamed=_streamed(call)):
             await session.send(update)
 

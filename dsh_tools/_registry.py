@@ -172,8 +172,12 @@ class ToolRegistry:
         self._pre: list[PreExecuteListener] = []
         self._post: list[PostExecuteListener] = []
         self._change: list[ChangeListener] = []
-        self._children: weakref.WeakSet[ToolRegistry] = weakref.WeakSet()
+        # Made on the first child: most layers (one per session) never get one, and an empty
+        # WeakSet costs about 1 KB.
+        self._children: weakref.WeakSet[ToolRegistry] | None = None
         if parent is not None:
+            if parent._children is None:
+                parent._children = weakref.WeakSet()
             parent._children.add(self)
 
     # -- layers ---------------------------------------------------------------------------
@@ -189,7 +193,7 @@ class ToolRegistry:
         self._pre.clear()
         self._post.clear()
         self._change.clear()
-        if self._parent is not None:
+        if self._parent is not None and self._parent._children is not None:
             self._parent._children.discard(self)
 
     def _chain(self) -> list[ToolRegistry]:
@@ -202,7 +206,7 @@ class ToolRegistry:
         return chain
 
     def _descendants(self) -> Iterable[ToolRegistry]:
-        for child in list(self._children):
+        for child in list(self._children or ()):
             yield child
             yield from child._descendants()
 
