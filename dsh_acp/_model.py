@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # annotations only: the scripted model loads before pydantic 
 __all__ = [
     "AssistantMessage",
     "ContextMessage",
+    "ContextOverflow",
     "Finish",
     "FinishReason",
     "Message",
@@ -38,6 +39,16 @@ FinishReason = Literal["stop", "tool_calls", "length", "refusal"]
 class ModelError(Exception):
     """A model request failed for good (retries spent, stream dropped, timed out): the turn ends
     with this exception's one-line message as its error."""
+
+
+class ContextOverflow(ModelError):
+    """The server refused the request as larger than the model's context window; it said how
+    large the window is (``context_window``) and the prompt was (``prompt_tokens``) when it did."""
+
+    def __init__(self, message: str, context_window: int | None = None, prompt_tokens: int | None = None):
+        super().__init__(message)
+        self.context_window = context_window
+        self.prompt_tokens = prompt_tokens
 
 
 class ModelAuthError(ModelError):

@@ -6,7 +6,19 @@ events whose ``data:`` lines carry ``chat.completion.chunk`` objects, ending wit
 httpx is imported inside the methods that use it: ``import dsh_acp._openai`` stays cheap, so the
 agent answers ``initialize`` before the HTTP stack has loaded.
 
-Failure policy: HTTP 401/403 raise ``ModelAuthError``; HTTP 429, 5xx and a connection lost before
+Timers: ``first_event_timeout`` bounds the wait for the response to begin (headers, then the
+first event that carries the answer) and is counted again from each progress event a server
+sends meanwhile (llama.cpp's ``prompt_progress``, asked for with ``return_progress`` where the
+server is known to be llama.cpp); ``stall_timeout`` bounds the silence between bytes once the
+answer streams; ``request_timeout`` bounds the whole response.
+
+Context windows: unless the config file sets one, a self-hosted server is asked once per base
+URL and model (``GET /models``: llama.cpp's ``meta.n_ctx``, vLLM's ``max_model_len``), and a
+context-size error teaches the window too; ``context_window`` is then what the usage meter and
+automatic compaction use.
+
+Failure policy: a request the server refuses as too large for its context raises
+``ContextOverflow``; HTTP 401/403 raise ``ModelAuthError``; HTTP 429, 5xx and a connection lost before
 the answer are retried with exponential back-off and jitter (bounded in attempts and in total
 wait, honouring ``Retry-After``); everything else — a refused connection, a timeout, a stalled or
 dropped stream, a malformed chunk — raises ``ModelError`` with one line saying what happened. The
@@ -32,6 +44,7 @@ from ._history import conversation
 from ._model import (
     AssistantMessage,
     ContextMessage,
+    ContextOverflow,
     Finish,
     FinishReason,
     Message,
@@ -46,14 +59,14 @@ from ._model import (
     Usage,
     UserMessage,
 )
-from ._settings import ModelSettings
+from ._settings import ModelSettings, is_self_hosted
 
 if TYPE_CHECKING:
     import httpx
 
     from dsh_tools import ContentBlock, ToolSchema
 
-__all__ = ["OpenAIModel", "SSEDecoder", "chat_messages", "chat_request"]
+__all__ = ["OpenAIModel", "SSEDecoder", "ServerInfo", "chat_messages", "chat_request"]
 
 _log = logging.getLogger(__name__)
 
@@ -66,7 +79,23 @@ _FINISH: Final[dict[str, FinishReason]] = {
 }
 _MAX_LINE: Final = 16 * 1024 * 1024
 _MAX_ERROR_BODY: Final = 64 * 1024
-_DETAIL_CHARS: Final = 300
+_DETAIL_CHARS: Final = 1200
+"""A server's error message is kept whole up to this; longer, its middle is cut (its cause, often
+last, stays)."""
+_INFO_TIMEOUT: Final = 5.0
+
+
+@dataclass(slots=True)
+class ServerInfo:
+    """What a server said about a model: its context window, and whether it sends llama.cpp's
+    prompt-processing progress."""
+
+    context_window: int | None = None
+    progress: bool = False
+
+
+_SERVER_INFO: dict[tuple[str, str], ServerInfo] = {}
+"""Per base URL and model, for the life of the process: asked once, however many sessions."""
 
 
 # -- server-sent events ---------------------------------------------------------------------
@@ -148,7 +177,7 @@ class SSEDecoder:
 # -- requests ---------------------------------------------------------------------------------
 
 
-def chat_request(settings: ModelSettings, request: ModelRequest) -> dict[str, Any]:
+def chat_request(settings: ModelSettings, request: ModelRequest, *, progress: bool = False) -> dict[str, Any]:
     """The JSON body of one ``/chat/completions`` call: every request's conversation passes
     through ``conversation`` here, so what is sent is valid whatever the history holds."""
     body: dict[str, Any] = {
@@ -164,6 +193,8 @@ def chat_request(settings: ModelSettings, request: ModelRequest) -> dict[str, An
     }
     if request.tools:
         body["tools"] = [_tool(schema) for schema in request.tools]
+    if progress:
+        body["return_progress"] = True  # llama.cpp only: other servers may refuse unknown fields
     return body
 
 
@@ -408,6 +439,49 @@ class OpenAIModel:
         self._jitter = jitter
         self._client: httpx.AsyncClient | None = None
         self._where = _display_url(settings.base_url)
+        self._key = (settings.base_url, settings.model)
+
+    @property
+    def context_window(self) -> int | None:
+        """The window the meter and compaction use: the config file's, else the server's, else
+        the documented one."""
+        settings = self.settings
+        if settings.context_window_configured:
+            return settings.context_window
+        info = _SERVER_INFO.get(self._key)
+        if info is not None and info.context_window:
+            return info.context_window
+        return settings.context_window
+
+    async def server_info(self) -> ServerInfo:
+        """Ask a self-hosted server about the model once per process (cloud APIs' windows are in
+        the table of known models)."""
+        info = _SERVER_INFO.get(self._key)
+        if info is not None:
+            return info
+        info = ServerInfo()
+        if is_self_hosted(self.settings.base_url):
+            try:
+                with anyio.fail_after(_INFO_TIMEOUT):
+                    info = await self._ask_models()
+            except Exception as error:  # a server without /models still serves chats
+                _log.info("could not ask %s about its models: %s", self._where, type(error).__name__)
+        # Learned meanwhile (a context-size error of a concurrent request) is kept.
+        return _SERVER_INFO.setdefault(self._key, info)
+
+    async def _ask_models(self) -> ServerInfo:
+        response = await self._http().get(f"{self.settings.base_url}/models")
+        try:
+            if response.status_code != 200:
+                return ServerInfo()
+            document = orjson.loads(await response.aread())
+        finally:
+            await response.aclose()
+        return _models_info(document, self.settings.model)
+
+    def _learn_window(self, window: int) -> None:
+        info = _SERVER_INFO.setdefault(self._key, ServerInfo())
+        info.context_window = window
 
     @property
     def name(self) -> str:
@@ -426,12 +500,17 @@ class OpenAIModel:
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Send the request and yield its events (deltas as they come; tool calls, usage and
         ``Finish`` once the stream is complete)."""
-        body = orjson.dumps(chat_request(self.settings, request))
+        info = await self.server_info()
+        body = orjson.dumps(chat_request(self.settings, request, progress=info.progress))
         try:
             # aclosing: when the consumer stops early, the response closes now, not at GC time.
             async with aclosing(self._events(body, request.notice)) as events:
                 async for event in events:
                     yield event
+        except ContextOverflow as error:
+            raise ContextOverflow(
+                self._scrub(str(error)), error.context_window, error.prompt_tokens
+            ) from None
         except ModelError as error:
             # One gate for every message: whatever a server echoes back, the key stays here.
             raise type(error)(self._scrub(str(error))) from None
@@ -439,20 +518,31 @@ class OpenAIModel:
     async def _events(
         self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
     ) -> AsyncGenerator[ModelEvent, None]:
-        deadline = anyio.current_time() + self.settings.request_timeout
+        settings = self.settings
+        deadline = anyio.current_time() + settings.request_timeout
         response = await self._send(body, notice)
         chunks = response.aiter_bytes()
         try:
-            assembler = _Assembler(self.settings.context_window, self._where)
+            assembler = _Assembler(self.context_window, self._where)
             decoder = SSEDecoder()
             saw_done = False
+            # Until the answer begins only the first-event timer runs (progress restarts it);
+            # from then on, the stall timer between bytes.
+            begun = False
+            first_by = anyio.current_time() + settings.first_event_timeout
             while not saw_done:
-                data = await self._next_bytes(chunks, deadline)
+                data = await self._next_bytes(chunks, deadline, None if begun else first_by)
                 for payload in decoder.feed(data) if data is not None else decoder.close():
                     if payload.strip() == "[DONE]":
                         saw_done = True
                         break
-                    for event in assembler.feed(self._json(payload)):
+                    document = self._json(payload)
+                    if not begun:
+                        if isinstance(document, dict) and "prompt_progress" in document:
+                            first_by = anyio.current_time() + settings.first_event_timeout
+                        else:
+                            begun = True
+                    for event in assembler.feed(document):
                         yield event
                 if data is None:
                     break
@@ -479,11 +569,13 @@ class OpenAIModel:
             }
             if settings.api_key:
                 headers["Authorization"] = f"Bearer {settings.api_key}"
+            # The read timeout is only a backstop: the first-event and stall timers are ours.
+            wait = max(settings.stall_timeout, settings.first_event_timeout)
             self._client = httpx.AsyncClient(
                 headers=headers,
                 timeout=httpx.Timeout(
                     connect=settings.connect_timeout,
-                    read=settings.stall_timeout,
+                    read=wait,
                     write=settings.stall_timeout,
                     pool=settings.connect_timeout,
                 ),
@@ -506,15 +598,16 @@ class OpenAIModel:
             retry_after: float | None = None
             rate_limited = False
             try:
-                response = await client.send(client.build_request("POST", url, content=body), stream=True)
+                with anyio.fail_after(settings.first_event_timeout):
+                    response = await client.send(client.build_request("POST", url, content=body), stream=True)
+            except TimeoutError:
+                raise ModelError(self._no_answer()) from None
             except httpx.ConnectTimeout:
                 raise ModelError(
                     f"cannot connect to {self._where}: no answer within {settings.connect_timeout:g} s"
                 ) from None
             except httpx.TimeoutException:
-                raise ModelError(
-                    f"the API at {self._where} sent no answer within {settings.stall_timeout:g} s"
-                ) from None
+                raise ModelError(self._no_answer()) from None
             except httpx.ConnectError as error:
                 raise ModelError(f"cannot connect to {self._where}: {self._scrub(_reason(error))}") from None
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as error:
@@ -534,7 +627,14 @@ class OpenAIModel:
                             " not an event stream"
                         )
                     return response
-                detail = await self._error_detail(response)
+                detail, document = await self._error_detail(response)
+                overflow = _overflow(status, detail, document)
+                if overflow is not None:
+                    window, tokens = overflow
+                    if window:
+                        self._learn_window(window)
+                    failure = self._scrub(_http_failure(self._where, status, detail, settings.model))
+                    raise ContextOverflow(failure, window, tokens)
                 if status in (401, 403):
                     raise ModelAuthError(self._auth_message(status, detail))
                 failure = _http_failure(self._where, status, detail, settings.model)
@@ -561,11 +661,22 @@ class OpenAIModel:
             await self._sleep(delay)
             waited += delay
 
-    async def _next_bytes(self, chunks: AsyncIterator[bytes], deadline: float) -> bytes | None:
+    def _no_answer(self) -> str:
+        wait = self.settings.first_event_timeout
+        return (
+            f"the API at {self._where} did not begin its answer within {wait:g} s"
+            " (a local server may still be reading a long prompt: raise first_event_timeout)"
+        )
+
+    async def _next_bytes(
+        self, chunks: AsyncIterator[bytes], deadline: float, first_by: float | None
+    ) -> bytes | None:
         import httpx
 
         stall = self.settings.stall_timeout
-        budget = min(stall, deadline - anyio.current_time())
+        now = anyio.current_time()
+        limit = first_by if first_by is not None else now + stall
+        budget = min(limit, deadline) - now
         with anyio.move_on_after(max(budget, 0)):
             try:
                 return await chunks.__anext__()
@@ -581,6 +692,8 @@ class OpenAIModel:
             raise ModelError(
                 f"the response from {self._where} took longer than {self.settings.request_timeout:g} s"
             )
+        if first_by is not None:
+            raise ModelError(self._no_answer())
         raise ModelError(f"the API at {self._where} stopped streaming: nothing for {stall:g} s")
 
     def _json(self, payload: str) -> Any:
@@ -594,7 +707,7 @@ class OpenAIModel:
                 )
             ) from None
 
-    async def _error_detail(self, response: httpx.Response) -> str:
+    async def _error_detail(self, response: httpx.Response) -> tuple[str, Any]:
         body = bytearray()
         try:
             with anyio.move_on_after(self.settings.stall_timeout):
@@ -607,11 +720,13 @@ class OpenAIModel:
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await response.aclose()
+        document: Any = None
         try:
-            detail = _detail(orjson.loads(bytes(body)))
+            document = orjson.loads(bytes(body))
+            detail = _detail(document)
         except orjson.JSONDecodeError:
             detail = bytes(body).decode("utf-8", errors="replace")
-        return self._scrub(_one_line(detail or response.reason_phrase or ""))
+        return self._scrub(_one_line(detail or response.reason_phrase or "")), document
 
     def _auth_message(self, status: int, detail: str) -> str:
         settings = self.settings
@@ -668,7 +783,62 @@ def _detail(document: Any) -> str:
 
 def _one_line(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 3] + "..."
+    if len(text) <= _DETAIL_CHARS:
+        return text
+    head = _DETAIL_CHARS // 3
+    tail = _DETAIL_CHARS - head
+    return f"{text[:head]} [… {len(text) - head - tail} characters …] {text[-tail:]}"
+
+
+_WINDOW_PATTERNS: Final = (
+    # llama.cpp: "request (1045 tokens) exceeds the available context size (1024 tokens)"
+    r"\((\d+) tokens\) exceeds the available context size \((\d+) tokens\)",
+    # OpenAI, vLLM: "maximum context length is 4096 tokens. However, you requested 5000 tokens"
+    r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens",
+)
+
+
+def _overflow(status: int, detail: str, document: Any) -> tuple[int | None, int | None] | None:
+    """``(window, prompt tokens)`` when an error says the request did not fit the context."""
+    error = document.get("error") if isinstance(document, dict) else None
+    if isinstance(error, dict) and (
+        error.get("type") == "exceed_context_size_error" or error.get("code") == "context_length_exceeded"
+    ):
+        window, tokens = error.get("n_ctx"), error.get("n_prompt_tokens")
+        if isinstance(window, int) and isinstance(tokens, int):
+            return window, tokens
+    if status != 400 and not error:
+        return None
+    import re
+
+    llama = re.search(_WINDOW_PATTERNS[0], detail)
+    if llama:
+        return int(llama.group(2)), int(llama.group(1))
+    openai = re.search(_WINDOW_PATTERNS[1], detail)
+    if openai:
+        return int(openai.group(1)), int(openai.group(2))
+    if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
+        return None, None
+    return None
+
+
+def _models_info(document: Any, model: str) -> ServerInfo:
+    """What ``GET /models`` says about ``model`` (or about the only model served)."""
+    entries = document.get("data") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        return ServerInfo()
+    entries = [entry for entry in entries if isinstance(entry, dict)]
+    entry = next((e for e in entries if e.get("id") == model), entries[0] if len(entries) == 1 else None)
+    if entry is None:
+        return ServerInfo()
+    meta = entry.get("meta")
+    window: Any = None
+    if isinstance(meta, dict):
+        window = meta.get("n_ctx")  # llama.cpp: the window of one slot, what a request gets
+    if not isinstance(window, int):
+        window = entry.get("max_model_len")  # vLLM
+    llama = entry.get("owned_by") == "llamacpp" or isinstance(meta, dict)
+    return ServerInfo(window if isinstance(window, int) and window > 0 else None, progress=llama)
 
 
 def _reason(error: BaseException) -> str:

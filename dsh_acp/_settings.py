@@ -43,6 +43,7 @@ __all__ = [
     "auth_methods",
     "build_openai_model",
     "default_config_path",
+    "is_self_hosted",
     "known_model",
     "load_config_file",
     "missing_key_message",
@@ -76,12 +77,13 @@ _KEYS: Final = {
     "send_reasoning": bool,
     "connect_timeout": float,
     "stall_timeout": float,
+    "first_event_timeout": float,
     "request_timeout": float,
     "max_retries": int,
     "models": dict,
 }
 _MODEL_KEYS: Final = ("context_window", "accepts_images", "send_reasoning")
-_TIMEOUT_KEYS: Final = ("connect_timeout", "stall_timeout", "request_timeout")
+_TIMEOUT_KEYS: Final = ("connect_timeout", "stall_timeout", "first_event_timeout", "request_timeout")
 
 
 class SettingsError(ValueError):
@@ -148,14 +150,20 @@ class ModelSettings:
     key_hint: str = "DSH_API_KEY"
     """The variables that would configure a key for this provider, for messages."""
     context_window: int | None = None
-    """Tokens the model can hold; ``None`` when unknown (then no usage is reported)."""
+    """Tokens the model can hold; ``None`` when unknown. A server that reports its window
+    (``/v1/models``, a context-size error) is believed over the table of known models, but not
+    over the config file (``context_window_configured``)."""
+    context_window_configured: bool = False
     accepts_images: bool = False
     send_reasoning: bool = False
     """Echo ``reasoning_content`` on assistant messages (DeepSeek's thinking mode requires it
     after tool calls; other providers may reject the unknown field)."""
     connect_timeout: float = 10.0
     stall_timeout: float = 120.0
-    """Seconds without a byte from the API before a response is abandoned."""
+    """Seconds without a byte from the API, once the response has begun, before it is abandoned."""
+    first_event_timeout: float = 600.0
+    """Seconds to wait for the response to begin (a local server reads the whole prompt first),
+    counted again from each progress event the server sends meanwhile."""
     request_timeout: float = 900.0
     """Seconds one whole response may take, however steadily it streams."""
     max_retries: int = 4
@@ -329,6 +337,7 @@ def resolve_model_settings(
         key_source=key_source,
         key_hint=key_hint,
         context_window=overrides.get("context_window", known.context_window if known else None),
+        context_window_configured="context_window" in overrides,
         accepts_images=overrides.get("accepts_images", known.accepts_images if known else False),
         # DeepSeek's thinking mode answers 400 when reasoning_content is not echoed after tool calls.
         send_reasoning=overrides.get("send_reasoning", provider == "deepseek"),
@@ -346,6 +355,20 @@ def _check_base_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise SettingsError(f"base URL {url!r} must be an http:// or https:// URL")
     return url
+
+
+def is_self_hosted(base_url: str) -> bool:
+    """A server on this machine or a private network (llama.cpp, vLLM, Ollama...): one worth
+    asking about its models, unlike a cloud API whose list is long and says little."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    if _is_loopback(base_url) or "." not in host or host.endswith((".local", ".lan", ".internal")):
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_private
+    except ValueError:
+        return False
 
 
 def _provider(base_url: str) -> str:

@@ -263,6 +263,8 @@ class FakeOpenAI:
     ) -> None:
         self.replies: deque[Reply] = deque(replies)
         self.requests: list[Recorded] = []
+        """The chat requests (``/chat/completions`` and anything else but ``GET /models``)."""
+        self.model_requests: list[Recorded] = []
         self.refused: list[str] = []
         self.strict = strict
         self.n_ctx = n_ctx
@@ -301,7 +303,10 @@ class FakeOpenAI:
                 recorded = await self._read_request(BufferedByteReceiveStream(stream))
             except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, ValueError):
                 return
-            self.requests.append(recorded)
+            if recorded.method == "GET" and recorded.path.endswith("/models"):
+                self.model_requests.append(recorded)
+            else:
+                self.requests.append(recorded)
             self._arrived.set()
             reply = self._reply_to(recorded)
             try:
@@ -317,8 +322,8 @@ class FakeOpenAI:
 
     @property
     def chat_requests(self) -> list[Recorded]:
-        """The ``/chat/completions`` requests, in order."""
-        return [request for request in self.requests if request.path.endswith("/chat/completions")]
+        """The chat requests, in order."""
+        return self.requests
 
     def _reply_to(self, recorded: Recorded) -> Reply:
         if recorded.method == "GET" and recorded.path.endswith("/models"):

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_acp._cli import build_config
+from dsh_acp._connection import RpcError
 from dsh_acp._history import CANCELLED_TEXT, INTERRUPTED_TEXT, conversation
 from dsh_acp._model import (
     AssistantMessage,
@@ -242,11 +243,11 @@ async def test_a_session_with_cancels_failures_and_compaction_keeps_answering(
     (tmp_path / "a.txt").write_text("a\n")
     config_dir = tmp_path / "config" / "dsh-acp"
     config_dir.mkdir(parents=True)
-    (config_dir / "config.toml").write_text("stall_timeout = 0.5\nmax_retries = 0\n")
+    (config_dir / "config.toml").write_text("first_event_timeout = 0.5\nmax_retries = 0\n")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     replies = [
         Reply(chunks=(), then="stall"),  # 1: cancelled before the first token
-        Reply(chunks=(), then="stall"),  # 2: the stream stalls: a failed turn
+        Reply(chunks=(), then="stall"),  # 2: the answer never begins: a failed turn
         stream_reply(chunk(finish="length")),  # 3: cut off before any text
         stream_reply(  # 4: a tool step, then cancelled while asking again
             chunk(tool_calls=[tool_delta(0, id="call_0", name="ls", arguments='{"path": "."}')]),
@@ -276,7 +277,7 @@ async def test_a_session_with_cancels_failures_and_compaction_keeps_answering(
                 assert outcome == {"stopReason": "cancelled"}
 
             await cancelled("first", 1)
-            with pytest.raises(Exception, match="stopped streaming"):
+            with pytest.raises(RpcError, match="did not begin its answer"), anyio.fail_after(10):
                 await client.prompt(sid, "second")
             assert await client.prompt(sid, "third") == {"stopReason": "max_tokens"}
             await cancelled("fourth", 5)

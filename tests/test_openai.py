@@ -515,15 +515,65 @@ async def test_stalled_stream_ends_within_the_stall_timeout() -> None:
     assert 0.25 <= elapsed < 2
 
 
-async def test_no_answer_at_all_ends_within_the_stall_timeout() -> None:
+async def test_no_answer_at_all_ends_within_the_first_event_timeout() -> None:
     async with FakeOpenAI([Reply(then="no_answer")]) as server:
-        model = OpenAIModel(settings_for(server, stall_timeout=0.3))
+        model = OpenAIModel(settings_for(server, stall_timeout=0.1, first_event_timeout=0.3))
+        started = time.monotonic()
         try:
             with anyio.fail_after(5):
                 _, error = await collect_until_error(model)
         finally:
             await model.aclose()
-    assert str(error) == f"the API at {server.base_url} sent no answer within 0.3 s"
+    assert str(error) == (
+        f"the API at {server.base_url} did not begin its answer within 0.3 s"
+        " (a local server may still be reading a long prompt: raise first_event_timeout)"
+    )
+    assert 0.25 <= time.monotonic() - started < 2
+
+
+async def test_the_stall_timer_does_not_count_prompt_processing() -> None:
+    # llama.cpp answers 200 at once and streams nothing until it has read the prompt.
+    reply = stream_reply(chunk("late"), chunk(finish="stop"), first_delay=0.6)
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server, stall_timeout=0.2, first_event_timeout=3))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [TextDelta("late"), Finish("stop")]
+
+
+async def test_a_first_event_later_than_its_timeout_fails() -> None:
+    reply = stream_reply(chunk("late"), chunk(finish="stop"), first_delay=2)
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server, stall_timeout=5, first_event_timeout=0.3))
+        try:
+            with anyio.fail_after(5):
+                _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    assert "did not begin its answer within 0.3 s" in str(error)
+
+
+@pytest.mark.parametrize("llama", [True, False])
+async def test_progress_events_extend_the_first_event_timeout(llama: bool) -> None:
+    # A llama.cpp server (known from /v1/models) is asked for prompt_progress; each one restarts
+    # the wait. A server not known to send them is not asked, and the same wait is too long.
+    reply = stream_reply(chunk("read it"), chunk(finish="stop"), first_delay=1.2, progress=6)
+    async with FakeOpenAI([reply], n_ctx=4096, models_style="llama.cpp" if llama else "none") as server:
+        model = OpenAIModel(
+            settings_for(server, context_window=None, stall_timeout=5, first_event_timeout=0.6)
+        )
+        try:
+            with anyio.fail_after(5):
+                if llama:
+                    assert await collect(model) == [TextDelta("read it"), Finish("stop")]
+                else:
+                    _, error = await collect_until_error(model)
+                    assert "did not begin its answer" in str(error)
+        finally:
+            await model.aclose()
+    assert ("return_progress" in server.requests[0].json) is llama
 
 
 async def test_keep_alives_forever_end_at_the_request_timeout() -> None:
@@ -538,6 +588,22 @@ async def test_keep_alives_forever_end_at_the_request_timeout() -> None:
             await model.aclose()
     assert str(error) == f"the response from {server.base_url} took longer than 0.6 s"
     assert time.monotonic() - started < 3
+
+
+async def test_a_long_error_keeps_its_cause() -> None:
+    cause = "request (1045 tokens) exceeds the available context size (1024 tokens), try increasing it"
+    message = "Error while processing the chat template: " + "x" * 3000 + " " + cause
+    async with FakeOpenAI([error_reply(400, message)]) as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            _, error = await collect_until_error(model)
+        finally:
+            await model.aclose()
+    text = str(error)
+    assert text.endswith(cause + ")")
+    assert "Error while processing the chat template" in text
+    assert "characters …]" in text
+    assert len(text) < 1400
 
 
 async def test_cancelling_the_consumer_stops_a_stalled_stream() -> None:
@@ -623,7 +689,9 @@ async def test_the_key_never_appears_in_errors_or_logs(caplog: pytest.LogCapture
     texts: list[str] = []
     for replies in scenarios:
         async with FakeOpenAI(replies) as server:
-            model = OpenAIModel(settings_for(server, max_retries=2, stall_timeout=0.3))
+            model = OpenAIModel(
+                settings_for(server, max_retries=2, stall_timeout=0.3, first_event_timeout=0.3)
+            )
             try:
                 with anyio.fail_after(5):
                     _, error = await collect_until_error(model)

@@ -1,0 +1,111 @@
+"""The context window a self-hosted server reports: asked once per base URL and model, learned
+from a context-size error, overridden by the config file; the usage meter uses it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, chunk, llama_error, stream_reply
+
+from dsh_acp._model import ContextOverflow, ModelRequest, Usage, UserMessage
+from dsh_acp._openai import OpenAIModel
+from dsh_acp._settings import ModelSettings, is_self_hosted
+from dsh_tools import TextBlock
+
+pytestmark = pytest.mark.anyio
+
+REQUEST = ModelRequest(messages=[UserMessage((TextBlock(text="hello"),))], tools=[])
+
+
+def settings_for(server: FakeOpenAI, **changes: Any) -> ModelSettings:
+    return replace(ModelSettings(model="fake", base_url=server.base_url, stall_timeout=5), **changes)
+
+
+def answered(usage: tuple[int, int] = (100, 5)) -> Any:
+    return stream_reply(chunk("hi"), chunk(finish="stop"), chunk(choices=False, usage=usage))
+
+
+async def usage_of(model: OpenAIModel) -> Usage | None:
+    events = [event async for event in model.stream(REQUEST)]
+    return next((event for event in events if isinstance(event, Usage)), None)
+
+
+@pytest.mark.parametrize("style", ["llama.cpp", "vllm"])
+async def test_the_window_comes_from_v1_models(style: Any) -> None:
+    async with FakeOpenAI([answered(), answered()], n_ctx=1024, models_style=style) as server:
+        model = OpenAIModel(settings_for(server))
+        other = OpenAIModel(settings_for(server))  # another session, same server and model
+        try:
+            assert await usage_of(model) == Usage(100, 5, 1024)
+            assert await usage_of(other) == Usage(100, 5, 1024)
+        finally:
+            await model.aclose()
+            await other.aclose()
+    assert len(server.model_requests) == 1  # asked once for the process
+    assert model.context_window == 1024
+
+
+async def test_the_config_file_wins_over_the_server() -> None:
+    async with FakeOpenAI([answered()], n_ctx=1024) as server:
+        model = OpenAIModel(settings_for(server, context_window=2048, context_window_configured=True))
+        try:
+            assert await usage_of(model) == Usage(100, 5, 2048)
+        finally:
+            await model.aclose()
+
+
+async def test_the_server_wins_over_the_table_of_known_models() -> None:
+    async with FakeOpenAI([answered()], n_ctx=1024) as server:
+        model = OpenAIModel(settings_for(server, context_window=128_000))
+        try:
+            assert await usage_of(model) == Usage(100, 5, 1024)
+        finally:
+            await model.aclose()
+
+
+async def test_a_server_without_models_still_serves() -> None:
+    async with FakeOpenAI([answered()], models_style="none") as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            assert await usage_of(model) == Usage(100, 5, None)
+        finally:
+            await model.aclose()
+
+
+async def test_a_context_size_error_teaches_the_window() -> None:
+    message = "request (1045 tokens) exceeds the available context size (1000 tokens), try increasing it"
+    refusal = llama_error(400, message, "exceed_context_size_error", n_prompt_tokens=1045, n_ctx=1000)
+    async with FakeOpenAI([refusal, answered()], models_style="none") as server:
+        model = OpenAIModel(settings_for(server))
+        try:
+            with pytest.raises(ContextOverflow) as info:
+                await usage_of(model)
+            assert (info.value.context_window, info.value.prompt_tokens) == (1000, 1045)
+            assert str(info.value).endswith(message + ")")
+            assert await usage_of(model) == Usage(100, 5, 1000)
+        finally:
+            await model.aclose()
+
+
+async def test_the_strict_fake_refuses_a_prompt_too_large_for_its_window() -> None:
+    async with FakeOpenAI([answered()], n_ctx=64) as server:
+        model = OpenAIModel(settings_for(server))
+        big = ModelRequest(messages=[UserMessage((TextBlock(text="word " * 200),))], tools=[])
+        try:
+            with pytest.raises(ContextOverflow) as info:
+                _ = [event async for event in model.stream(big)]
+        finally:
+            await model.aclose()
+    assert info.value.context_window == 64
+    assert "exceeds the available context size (64 tokens)" in str(info.value)
+
+
+def test_which_servers_are_asked() -> None:
+    assert is_self_hosted("http://127.0.0.1:8080/v1")
+    assert is_self_hosted("http://localhost:11434/v1")
+    assert is_self_hosted("http://192.168.1.20:8000/v1")
+    assert is_self_hosted("http://llama:8080/v1")
+    assert not is_self_hosted("https://api.openai.com/v1")
+    assert not is_self_hosted("https://openrouter.ai/api/v1")
