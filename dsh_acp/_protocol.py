@@ -27,7 +27,7 @@ from ._connection import (
     Reply,
     RpcError,
 )
-from ._model import ContextMessage, ModelAuthError, ModelError, UserMessage
+from ._model import ContextOverflow, ModelAuthError, ModelError, UserMessage
 from ._modes import MODES, PermissionState, mode_gate, modes_wire
 from ._options import REASONING_OPTION, boolean_options_supported, config_options
 from ._prompt import system_prompt
@@ -605,16 +605,15 @@ class Protocol:
                 await self._say(session, NO_MODEL_MESSAGE)
                 return "end_turn"
             compaction_id = f"compaction-{self.config.message_ids()}"
-            summary = await runner.summarize(compaction_id)
-            session.history[:] = [ContextMessage(f"Summary of the conversation so far:\n{summary}")]
-            session.record(
-                {
-                    "type": "compact",
-                    "summary": summary,
-                    "text_id": runner.last_text_id,
-                    "compaction_id": compaction_id,
-                }
-            )
+            try:
+                done = await runner.compact(compaction_id)
+            except ContextOverflow as error:
+                # The window was unknown or too optimistic: the server said how large it is.
+                if not error.context_window:
+                    raise
+                done = await runner.compact(f"compaction-{self.config.message_ids()}", error.context_window)
+            if not done:
+                await self._say(session, "There is nothing to compact yet.")
         return "end_turn"
 
     async def _write_title(self, session: Session, prompt: tuple[ContentBlock, ...]) -> None:

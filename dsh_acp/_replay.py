@@ -189,8 +189,11 @@ def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
         elif kind == "assistant" and event.get("aside"):
             continue  # said to the user outside the model (a command's answer)
         elif kind == "compact":
+            kept = event.get("kept") or 0  # an automatic compaction keeps the newest messages
+            tail = state.history[-kept:] if isinstance(kept, int) and kept > 0 else []
             state.history[:] = [
-                ContextMessage(f"Summary of the conversation so far:\n{event.get('summary', '')}")
+                ContextMessage(f"Summary of the conversation so far:\n{event.get('summary', '')}"),
+                *tail,
             ]
         elif kind == "config":
             state.model_id = event.get("model_id", state.model_id)

@@ -11,7 +11,7 @@ import anyio
 from dsh_tools import Services, ToolRegistry
 
 from ._bridge import RenderContext
-from ._model import Message, Model
+from ._model import Message, Model, Usage
 from ._modes import PermissionState
 from ._store import SessionLog, StoreError
 
@@ -74,6 +74,10 @@ class Session:
     show_reasoning: bool = True
     prompts: int = 0
     """Prompts this session has had (the next one is turn ``prompts`` of a scripted model)."""
+    usage: Usage | None = None
+    """The last usage the model reported for this conversation."""
+    usage_mark: int = -1
+    """How much of ``history`` that usage counted (-1: it no longer describes the history)."""
 
     def cancel_turns(self) -> None:
         """Cancel the running turn and every queued one (``session/cancel``)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+import orjson
 from anyio.abc import TaskGroup
 
 from dsh_tools import (
@@ -48,14 +49,24 @@ from ._bridge import (
 )
 from ._coalesce import CoalescePolicy, OutputCoalescer
 from ._commands import COMPACT_INSTRUCTION
+from ._compaction import (
+    AUTO_THRESHOLD,
+    CHARS_PER_TOKEN,
+    SUMMARY_INPUT_SHARE,
+    choose_cut,
+    message_chars,
+    no_room_message,
+)
 from ._connection import RpcError
 from ._history import CANCELLED_TEXT
 from ._model import (
     AssistantMessage,
     ContextMessage,
+    ContextOverflow,
     Finish,
     FinishReason,
     Message,
+    ModelError,
     ModelRequest,
     ReasoningDelta,
     TextDelta,
@@ -145,16 +156,97 @@ class TurnRunner:
     async def run(self) -> StopReason:
         """Drive the model until it stops asking for tools (or a limit is reached)."""
         for _ in range(self.settings.max_model_requests):
-            message, finish = await self._model_step()
+            message, finish = await self._fitted_step()
             if finish in ("length", "refusal") or not message.tool_calls:
                 return _STOP[finish]
             await self._run_tools(message.tool_calls)
         return "max_turn_requests"
 
-    async def summarize(self, compaction_id: str) -> str:
-        """Ask the model (without tools) to summarize the conversation; the summary streams to
-        the user (as a compaction for clients that show them, else as an agent message) and is
-        returned. The conversation itself is left alone."""
+    async def _fitted_step(self) -> tuple[AssistantMessage, FinishReason]:
+        """One model step, compacting first when the request would not fit the window, and
+        once more (then retrying) when the server still says it does not fit."""
+        window = self._window()
+        if window and self._estimate() > AUTO_THRESHOLD * window:
+            await self._compact_to_fit(window)
+        try:
+            return await self._model_step()
+        except ContextOverflow as error:
+            window = error.context_window or self._window()
+            if not window:
+                raise
+            await self._compact_to_fit(window, force=True)
+            try:
+                return await self._model_step()
+            except ContextOverflow:
+                raise ModelError(no_room_message(window)) from None
+
+    async def _compact_to_fit(self, window: int, force: bool = False) -> None:
+        """Compact (at most three rounds, each summarising what fits) until the next request is
+        estimated within the threshold; raise the what-to-do error when nothing more can go."""
+        for round_ in range(3):
+            if (round_ or not force) and self._estimate() <= AUTO_THRESHOLD * window:
+                return
+            if not await self.compact(f"compaction-{self._new_id()}", window=window, mid_turn=True):
+                raise ModelError(no_room_message(window))
+        if self._estimate() > window:
+            raise ModelError(no_room_message(window))
+
+    def _window(self) -> int | None:
+        model_window = getattr(self.session.model, "context_window", None)
+        if isinstance(model_window, int) and model_window > 0:
+            return model_window
+        usage = self.session.usage
+        return usage.context_window if usage is not None else None
+
+    def _estimate(self) -> int:
+        """Tokens the next request is estimated to take: the last reported usage plus what was
+        added since; with none, the characters of everything sent."""
+        session = self.session
+        history = session.history
+        if session.usage is not None and 0 <= session.usage_mark <= len(history):
+            added = sum(message_chars(m) for m in history[session.usage_mark :])
+            return session.usage.used + added // CHARS_PER_TOKEN
+        system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
+        tools = sum(len(t.description) + len(orjson.dumps(t.parameters)) for t in session.registry.schemas())
+        chars = len(system) + tools + sum(message_chars(m) for m in history)
+        return chars // CHARS_PER_TOKEN
+
+    async def compact(self, compaction_id: str, window: int | None = None, mid_turn: bool = False) -> bool:
+        """Summarise the oldest part of the conversation that fits the window (all of it when
+        the window is unknown) and put the summary in its place; the rest stays (``mid_turn``:
+        at least the newest message, and the turn's prompt where possible). False when there is
+        nothing to summarise."""
+        session = self.session
+        window = window or self._window()
+        budget = None
+        if window:
+            system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
+            budget = int(window * SUMMARY_INPUT_SHARE) * CHARS_PER_TOKEN
+            budget -= len(system) + len(COMPACT_INSTRUCTION)
+            if budget <= 0:
+                return False
+        cut = choose_cut(session.history, budget, keep_current_turn=mid_turn)
+        if cut is None:
+            return False
+        summary = await self.summarize(compaction_id, cut.prefix)
+        kept = session.history[cut.end :]
+        session.history[:] = [ContextMessage(f"Summary of the conversation so far:\n{summary}"), *kept]
+        session.usage_mark = -1  # the reported usage measured what was just replaced
+        session.record(
+            {
+                "type": "compact",
+                "summary": summary,
+                "text_id": self.last_text_id,
+                "compaction_id": compaction_id,
+                "kept": len(kept),
+            }
+        )
+        return True
+
+    async def summarize(self, compaction_id: str, messages: Sequence[Message] | None = None) -> str:
+        """Ask the model (without tools) to summarize ``messages`` (the conversation); the summary
+        streams to the user (as a compaction for clients that show them, else as an agent
+        message) and is returned. The conversation itself is left alone."""
         session = self.session
         shown = session.render.compaction
         instruction = UserMessage((TextBlock(text=COMPACT_INSTRUCTION),))
@@ -162,7 +254,11 @@ class TurnRunner:
             await session.send(compaction_status(compaction_id, "in_progress"))
         try:
             message, _ = await self._model_step(
-                extra=(instruction,), with_tools=False, keep=False, compaction_id=compaction_id
+                extra=(instruction,),
+                with_tools=False,
+                keep=False,
+                compaction_id=compaction_id,
+                messages=session.history if messages is None else messages,
             )
         except BaseException as error:
             if shown:  # close the compaction the client is showing, whatever stopped it
@@ -188,12 +284,13 @@ class TurnRunner:
         with_tools: bool = True,
         keep: bool = True,
         compaction_id: str | None = None,
+        messages: Sequence[Message] | None = None,
     ) -> tuple[AssistantMessage, FinishReason]:
         session = self.session
         assert session.model is not None
         system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
         request = ModelRequest(
-            messages=[*session.history, *extra],
+            messages=[*(session.history if messages is None else messages), *extra],
             tools=session.registry.schemas() if with_tools else [],
             system=system,
             metadata={"turn": self._turn_index, "step": self._requests},
@@ -237,6 +334,7 @@ class TurnRunner:
                 elif type(event) is Usage:
                     self.last_usage = event
                     if keep:
+                        session.usage = event
                         await self._usage(event)
                 elif type(event) is Finish:
                     finish = event.reason
@@ -248,6 +346,8 @@ class TurnRunner:
             self.last_text_id = ids.get("text")
             if keep and (text or reasoning or calls):
                 session.history.append(message)
+            if keep and session.usage is self.last_usage:
+                session.usage_mark = len(session.history)  # the usage counted up to here
                 session.record(
                     {
                         "type": "assistant",

@@ -1,0 +1,156 @@
+"""Automatic compaction through the agent, against a fake server with a small context window:
+before a request would not fit, after the server says it did not, and when nothing can fit;
+/compact summarises only what fits; a reload continues from the compacted conversation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, chunk, stream_reply
+
+from dsh_acp._cli import build_config
+from dsh_acp._compaction import choose_cut
+from dsh_acp._connection import RpcError
+from dsh_acp._model import AssistantMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
+from dsh_acp.testing import AcpClient, AcpSchema
+from dsh_tools import TextBlock
+
+pytestmark = pytest.mark.anyio
+
+COMPACTION_CLIENT = {"session": {"compaction": {}}}
+
+
+def answer(text: str, usage: tuple[int, int] | None = None) -> Any:
+    documents = [chunk(text), chunk(finish="stop")]
+    if usage is not None:
+        documents.append(chunk(choices=False, usage=usage))
+    return stream_reply(*documents)
+
+
+def args(server: FakeOpenAI, tmp_path: Path) -> list[str]:
+    return [
+        "--model",
+        "openai:fake",
+        "--base-url",
+        server.base_url,
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--no-tools",
+    ]
+
+
+def texts(request: Any) -> str:
+    return "\n".join(str(m.get("content")) for m in request.json["messages"])
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage((TextBlock(text=text),))
+
+
+def test_a_cut_falls_where_a_turn_or_step_begins_and_shrinks_tool_output() -> None:
+    call = ToolCallRequest("c", "read", "{}")
+    history: list[Message] = [
+        user("one"),
+        AssistantMessage(tool_calls=(call,)),
+        ToolResultMessage("c", "read", (TextBlock(text="x" * 50_000),)),
+        AssistantMessage(text="read it"),
+        user("two"),
+    ]
+    cut = choose_cut(history, 4000, keep_current_turn=True)
+    assert cut is not None
+    assert cut.end == 4  # the whole first turn (its huge result shrunk), not the second
+    shrunk = cut.prefix[2]
+    assert isinstance(shrunk, ToolResultMessage)
+    assert len(shrunk.content[0].text) < 2000  # type: ignore[union-attr]
+    assert choose_cut([user("only")], 4000, keep_current_turn=True) is None
+    assert choose_cut(history, None) is not None
+
+
+async def test_compacts_before_a_request_that_would_not_fit(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    replies = [
+        answer("First answer.", usage=(700, 50)),
+        answer("SUMMARY-ONE"),  # the automatic compaction
+        answer("Second answer.", usage=(300, 20)),
+        answer("Third answer."),
+    ]
+    second = "second " * 120  # ~280 tokens more: past 85 % of 1024
+    async with FakeOpenAI(replies, strict=True, n_ctx=1024) as server:
+        async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
+            await client.initialize(COMPACTION_CLIENT)
+            sid = await client.new_session(str(tmp_path))
+            assert await client.prompt(sid, "first") == {"stopReason": "end_turn"}
+            assert await client.prompt(sid, second) == {"stopReason": "end_turn"}
+            updates = client.updates(sid)
+        client.assert_valid()
+        # A reload continues from the compacted conversation, the second prompt kept verbatim.
+        async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
+            await client.initialize(COMPACTION_CLIENT)
+            await client.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            assert await client.prompt(sid, "third") == {"stopReason": "end_turn"}
+        client.assert_valid()
+    assert server.refused == []
+    _, summarize, after, reloaded = server.requests
+    assert "second second" not in texts(summarize)  # the current prompt is not summarised
+    assert "first" in texts(summarize)
+    assert "SUMMARY-ONE" in texts(after)
+    assert "second second" in texts(after)
+    assert "First answer." not in texts(after)
+    assert [m["role"] for m in reloaded.json["messages"]] == ["system", "user", "assistant", "user"]
+    assert "SUMMARY-ONE" in texts(reloaded)
+    assert "second second" in texts(reloaded)
+    statuses = [u["status"] for u in updates if u["sessionUpdate"] == "compaction_update"]
+    assert statuses == ["in_progress", "completed"]
+
+
+async def test_compacts_and_retries_when_the_server_says_it_does_not_fit(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    # The server does not say its window up front: the first refusal teaches it.
+    replies = [answer("First answer."), answer("SUMMARY-ONE"), answer("Second answer.")]
+    async with FakeOpenAI(replies, strict=True, n_ctx=1024, models_style="none") as server:
+        async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            assert await client.prompt(sid, "alpha " * 350) == {"stopReason": "end_turn"}
+            assert await client.prompt(sid, "beta " * 350) == {"stopReason": "end_turn"}
+        client.assert_valid()
+    assert len(server.refused) == 1
+    assert "exceeds the available context size (1024 tokens)" in server.refused[0]
+    *_, summarize, retried = server.requests
+    assert "alpha alpha" in texts(summarize)
+    assert "SUMMARY-ONE" in texts(retried)
+    assert "beta beta" in texts(retried)
+
+
+async def test_when_nothing_fits_the_error_says_what_to_do(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    async with FakeOpenAI([answer("never")], strict=True, n_ctx=1024) as server:
+        async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            with pytest.raises(RpcError) as info:
+                await client.prompt(sid, "huge " * 2000)
+            assert "start a new session" in info.value.message
+            assert "1024 tokens" in info.value.message
+        client.assert_valid()
+
+
+async def test_slash_compact_summarises_only_what_fits(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    replies = [answer(f"Answer {n}.", usage=(200 + 150 * n, 10)) for n in range(3)]
+    replies += [answer("SUMMARY"), answer("After.")]
+    async with FakeOpenAI(replies, strict=True, n_ctx=1024) as server:
+        async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            for n in range(3):
+                assert await client.prompt(sid, f"turn{n} " * 60) == {"stopReason": "end_turn"}
+            assert await client.prompt(sid, "/compact") == {"stopReason": "end_turn"}
+            assert await client.prompt(sid, "next") == {"stopReason": "end_turn"}
+        client.assert_valid()
+    assert server.refused == []
+    summarize, after = server.requests[-2:]
+    assert "turn0 turn0" in texts(summarize)
+    assert "turn2 turn2" not in texts(summarize)  # the newest turn did not fit: it is kept
+    assert "turn2 turn2" in texts(after)
+    assert "SUMMARY" in texts(after)
