@@ -1,9 +1,10 @@
 """Sizing a conversation against a context window, and choosing what a compaction summarises.
 
-No tokenizer is at hand for an arbitrary server, so sizes are estimated from characters: three
-characters a token, which over-counts English and code for the tokenizers in use (so compaction
-comes a little early rather than a request too late). Where the server has reported usage, the
-estimate is that count plus the characters added since.
+No tokenizer is at hand for an arbitrary server, so sizes are estimated from characters: at the
+characters per token the server's own counts showed for the last request, else three (which
+over-counts English and code for the tokenizers in use, so compaction comes a little early rather
+than a request too late). Where the server has reported usage, the estimate is that count plus the
+characters added since.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "AUTO_THRESHOLD",
     "CHARS_PER_TOKEN",
     "SUMMARY_INPUT_SHARE",
+    "SUMMARY_SHARE",
     "Cut",
     "choose_cut",
     "message_chars",
@@ -32,6 +34,8 @@ AUTO_THRESHOLD: Final = 0.85
 SUMMARY_INPUT_SHARE: Final = 0.6
 """The share of the window the summariser's input may take (the rest: the system prompt, the
 instruction and the summary itself)."""
+SUMMARY_SHARE: Final = 0.25
+"""A summary longer than this share of the window is cut (head and tail)."""
 _RESULT_CHARS: Final = 1500
 """A tool result the summariser sees is cut to this many characters (head and tail)."""
 
@@ -81,9 +85,10 @@ def choose_cut(
             total += message_chars(message)
             sizes.append(total)
         fitting = [i for i in cuts if sizes[i] <= budget_chars]
-        end = fitting[-1] if fitting else cuts[0]
+        end = fitting[-1] if fitting else cuts[-1]
         if not fitting:
-            # Even the first turn is too large: shrink its messages harder to fit.
+            # Not even the first turn fits as it is: summarise all that may go, each message
+            # shrunk harder, rather than a sliver that frees nothing.
             per_message = max(budget_chars // max(end, 1) - 64, 200)
             shrunk = [_shrink(message, per_message, every_text=True) for message in history]
     if end <= 0:

@@ -78,6 +78,8 @@ class Session:
     """The last usage the model reported for this conversation."""
     usage_mark: int = -1
     """How much of ``history`` that usage counted (-1: it no longer describes the history)."""
+    chars_per_token: float | None = None
+    """What the model's reported counts showed for the last request (``None``: no count yet)."""
 
     def cancel_turns(self) -> None:
         """Cancel the running turn and every queued one (``session/cancel``)."""

@@ -53,6 +53,7 @@ from ._compaction import (
     AUTO_THRESHOLD,
     CHARS_PER_TOKEN,
     SUMMARY_INPUT_SHARE,
+    SUMMARY_SHARE,
     choose_cut,
     message_chars,
     no_room_message,
@@ -182,12 +183,13 @@ class TurnRunner:
 
     async def _compact_to_fit(self, window: int, force: bool = False) -> None:
         """Compact (at most three rounds, each summarising what fits) until the next request is
-        estimated within the threshold; raise the what-to-do error when nothing more can go."""
+        estimated within the threshold; raise the what-to-do error only when what is left is
+        estimated larger than the whole window (else the server has the last word)."""
         for round_ in range(3):
             if (round_ or not force) and self._estimate() <= AUTO_THRESHOLD * window:
                 return
             if not await self.compact(f"compaction-{self._new_id()}", window=window, mid_turn=True):
-                raise ModelError(no_room_message(window))
+                break
         if self._estimate() > window:
             raise ModelError(no_room_message(window))
 
@@ -198,18 +200,23 @@ class TurnRunner:
         usage = self.session.usage
         return usage.context_window if usage is not None else None
 
-    def _estimate(self) -> int:
-        """Tokens the next request is estimated to take: the last reported usage plus what was
-        added since; with none, the characters of everything sent."""
+    def _request_chars(self, messages: Sequence[Message]) -> int:
         session = self.session
-        history = session.history
-        if session.usage is not None and 0 <= session.usage_mark <= len(history):
-            added = sum(message_chars(m) for m in history[session.usage_mark :])
-            return session.usage.used + added // CHARS_PER_TOKEN
         system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
         tools = sum(len(t.description) + len(orjson.dumps(t.parameters)) for t in session.registry.schemas())
-        chars = len(system) + tools + sum(message_chars(m) for m in history)
-        return chars // CHARS_PER_TOKEN
+        return len(system) + tools + sum(message_chars(m) for m in messages)
+
+    def _estimate(self) -> int:
+        """Tokens the next request is estimated to take: the last reported usage plus what was
+        added since; with none, the characters of everything sent, at the characters per token
+        the server's counts showed (else a cautious three)."""
+        session = self.session
+        history = session.history
+        ratio = session.chars_per_token or CHARS_PER_TOKEN
+        if session.usage is not None and 0 <= session.usage_mark <= len(history):
+            added = sum(message_chars(m) for m in history[session.usage_mark :])
+            return session.usage.used + int(added / ratio)
+        return int(self._request_chars(history) / ratio)
 
     async def compact(self, compaction_id: str, window: int | None = None, mid_turn: bool = False) -> bool:
         """Summarise the oldest part of the conversation that fits the window (all of it when
@@ -221,14 +228,19 @@ class TurnRunner:
         budget = None
         if window:
             system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
-            budget = int(window * SUMMARY_INPUT_SHARE) * CHARS_PER_TOKEN
-            budget -= len(system) + len(COMPACT_INSTRUCTION)
+            ratio = session.chars_per_token or CHARS_PER_TOKEN
+            budget = int(window * SUMMARY_INPUT_SHARE * ratio) - len(system) - len(COMPACT_INSTRUCTION)
             if budget <= 0:
                 return False
         cut = choose_cut(session.history, budget, keep_current_turn=mid_turn)
         if cut is None:
             return False
         summary = await self.summarize(compaction_id, cut.prefix)
+        if window:
+            # A small model may ramble until its window is full: a summary larger than a quarter
+            # of the window would leave no room, and the next compaction would only summarise it.
+            limit = int(window * SUMMARY_SHARE * (session.chars_per_token or CHARS_PER_TOKEN))
+            summary = bound_text(summary, head=limit * 3 // 4, tail=limit // 4)
         kept = session.history[cut.end :]
         session.history[:] = [ContextMessage(f"Summary of the conversation so far:\n{summary}"), *kept]
         session.usage_mark = -1  # the reported usage measured what was just replaced
@@ -333,6 +345,9 @@ class TurnRunner:
                     calls.append(with_unique_id(event, self._call_ids))
                 elif type(event) is Usage:
                     self.last_usage = event
+                    if event.input_tokens > 0:
+                        chars = self._request_chars(request.messages)
+                        session.chars_per_token = min(max(chars / event.input_tokens, 2.0), 6.0)
                     if keep:
                         session.usage = event
                         await self._usage(event)

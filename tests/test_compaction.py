@@ -137,7 +137,7 @@ async def test_when_nothing_fits_the_error_says_what_to_do(acp_schema: AcpSchema
 
 
 async def test_slash_compact_summarises_only_what_fits(acp_schema: AcpSchema, tmp_path: Path) -> None:
-    replies = [answer(f"Answer {n}.", usage=(200 + 150 * n, 10)) for n in range(3)]
+    replies = [answer(f"Answer {n}.") for n in range(3)]
     replies += [answer("SUMMARY"), answer("After.")]
     async with FakeOpenAI(replies, strict=True, n_ctx=1024) as server:
         async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
