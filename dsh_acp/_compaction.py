@@ -77,23 +77,28 @@ def choose_cut(
         return None
     shrunk = [_shrink(message, _RESULT_CHARS) for message in history]
     if budget_chars is None:
-        end = len(history)
-    else:
-        total = 0
-        sizes = [0]
-        for message in shrunk:
-            total += message_chars(message)
-            sizes.append(total)
-        fitting = [i for i in cuts if sizes[i] <= budget_chars]
-        end = fitting[-1] if fitting else cuts[-1]
-        if not fitting:
-            # Not even the first turn fits as it is: summarise all that may go, each message
-            # shrunk harder, rather than a sliver that frees nothing.
-            per_message = max(budget_chars // max(end, 1) - 64, 200)
-            shrunk = [_shrink(message, per_message, every_text=True) for message in history]
-    if end <= 0:
-        return None
-    return Cut(end, shrunk[:end])
+        return Cut(cuts[-1], shrunk[: cuts[-1]])
+    sizes = _running_sizes(shrunk)
+    fitting = [i for i in cuts if sizes[i] <= budget_chars]
+    if fitting and sizes[-1] - sizes[fitting[-1]] <= budget_chars:
+        end = fitting[-1]
+        return Cut(end, shrunk[:end])
+    # What fits as it is would free too little (or nothing fits): summarise all that may go,
+    # each message shrunk harder, and leave out the oldest if even that is too much (they are
+    # usually an earlier summary's material already).
+    end = cuts[-1]
+    per_message = max(budget_chars // end - 64, 120)
+    prefix = [_shrink(message, per_message, every_text=True) for message in history[:end]]
+    sizes = _running_sizes(prefix)
+    start = next(i for i in range(end + 1) if sizes[-1] - sizes[i] <= budget_chars)
+    return Cut(end, prefix[start:] or prefix[-1:])
+
+
+def _running_sizes(messages: Sequence[Message]) -> list[int]:
+    sizes = [0]
+    for message in messages:
+        sizes.append(sizes[-1] + message_chars(message))
+    return sizes
 
 
 def no_room_message(window: int) -> str:
