@@ -236,6 +236,14 @@ def conversation_problem(messages: Sequence[Any]) -> str | None:
     return None
 
 
+def _is_title_request(recorded: Recorded) -> bool:
+    try:
+        messages = recorded.json.get("messages") or []
+    except ValueError:
+        return False
+    return bool(messages) and messages[0].get("content") == "You name coding sessions."
+
+
 def llama_error(status: int, message: str, kind: str, **extra: Any) -> Reply:
     """An error in llama.cpp's shape: ``{"error": {"code", "message", "type", ...}}``."""
     body = json.dumps({"error": {"code": status, "message": message, "type": kind, **extra}}).encode()
@@ -260,6 +268,7 @@ class FakeOpenAI:
         n_ctx: int | None = None,
         models_style: Literal["llama.cpp", "vllm", "none"] = "llama.cpp",
         model_id: str = "fake",
+        title: str | None = None,
     ) -> None:
         self.replies: deque[Reply] = deque(replies)
         self.requests: list[Recorded] = []
@@ -270,6 +279,10 @@ class FakeOpenAI:
         self.n_ctx = n_ctx
         self.models_style = models_style
         self.model_id = model_id
+        self.title = title
+        """When set, session-title requests are answered with it (without taking a scripted
+        reply) and kept in ``title_requests``: they race the next prompt's request."""
+        self.title_requests: list[Recorded] = []
         self._arrived = anyio.Event()
         self.port = 0
         self._group: TaskGroup | None = None
@@ -305,6 +318,10 @@ class FakeOpenAI:
                 return
             if recorded.method == "GET" and recorded.path.endswith("/models"):
                 self.model_requests.append(recorded)
+            elif self.title is not None and _is_title_request(recorded):
+                self.title_requests.append(recorded)
+                await self._play(stream, stream_reply(chunk(self.title), chunk(finish="stop")), recorded)
+                return
             else:
                 self.requests.append(recorded)
             self._arrived.set()

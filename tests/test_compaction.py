@@ -76,7 +76,7 @@ async def test_compacts_before_a_request_that_would_not_fit(acp_schema: AcpSchem
         answer("Third answer."),
     ]
     second = "second " * 120  # ~280 tokens more: past 85 % of 1024
-    async with FakeOpenAI(replies, strict=True, n_ctx=1024) as server:
+    async with FakeOpenAI(replies, strict=True, n_ctx=1024, title="T") as server:
         async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
             await client.initialize(COMPACTION_CLIENT)
             sid = await client.new_session(str(tmp_path))
@@ -109,7 +109,7 @@ async def test_compacts_and_retries_when_the_server_says_it_does_not_fit(
 ) -> None:
     # The server does not say its window up front: the first refusal teaches it.
     replies = [answer("First answer."), answer("SUMMARY-ONE"), answer("Second answer.")]
-    async with FakeOpenAI(replies, strict=True, n_ctx=1024, models_style="none") as server:
+    async with FakeOpenAI(replies, strict=True, n_ctx=1024, models_style="none", title="T") as server:
         async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
             await client.initialize()
             sid = await client.new_session(str(tmp_path))
@@ -125,7 +125,7 @@ async def test_compacts_and_retries_when_the_server_says_it_does_not_fit(
 
 
 async def test_when_nothing_fits_the_error_says_what_to_do(acp_schema: AcpSchema, tmp_path: Path) -> None:
-    async with FakeOpenAI([answer("never")], strict=True, n_ctx=1024) as server:
+    async with FakeOpenAI([answer("never")], strict=True, n_ctx=1024, title="T") as server:
         async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
             await client.initialize()
             sid = await client.new_session(str(tmp_path))
@@ -139,7 +139,7 @@ async def test_when_nothing_fits_the_error_says_what_to_do(acp_schema: AcpSchema
 async def test_slash_compact_summarises_only_what_fits(acp_schema: AcpSchema, tmp_path: Path) -> None:
     replies = [answer(f"Answer {n}.") for n in range(3)]
     replies += [answer("SUMMARY"), answer("After.")]
-    async with FakeOpenAI(replies, strict=True, n_ctx=1024) as server:
+    async with FakeOpenAI(replies, strict=True, n_ctx=1024, title="T") as server:
         async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
             await client.initialize()
             sid = await client.new_session(str(tmp_path))

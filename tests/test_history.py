@@ -257,7 +257,7 @@ async def test_a_session_with_cancels_failures_and_compaction_keeps_answering(
         stream_reply(chunk("We listed files."), chunk(finish="stop")),  # 5: /compact's summary
         stream_reply(chunk("Still here."), chunk(finish="stop")),  # 6: answers
     ]
-    async with FakeOpenAI(replies, strict=True) as server:
+    async with FakeOpenAI(replies, strict=True, title="T") as server:
         args = ["--model", "openai:fake", "--base-url", server.base_url, "--state-dir", str(tmp_path / "s")]
         async with AcpClient.in_memory(build_config(args), schema=acp_schema) as client:
             await client.initialize()
