@@ -135,6 +135,7 @@ class _Outgoing:
 
 
 _MISSING: Final[Any] = object()
+_NEWLINE: Final = 10  # b"\n"[0]
 
 
 class Connection:
@@ -158,6 +159,7 @@ class Connection:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         write_buffer_bytes: int = 256 * 1024,
         drain_timeout: float = 0.25,
+        finish_line_timeout: float = 0.5,
         read_size: int = 256 * 1024,
     ) -> None:
         self._receive_stream = receive_stream
@@ -166,6 +168,7 @@ class Connection:
         self._decoder = FrameDecoder(max_message_bytes)
         self._high_water = write_buffer_bytes
         self._drain_timeout = drain_timeout
+        self._finish_line_timeout = finish_line_timeout
         self._read_size = read_size
 
         # Output not yet handed to the stream, in production order.
@@ -178,6 +181,10 @@ class Connection:
         self._write_nowait: Callable[[bytes], int] | None = None
         self._call_soon: Callable[[Callable[[], None]], object] | None = None
         self._flush_scheduled = False
+        # What the writer task is sending, and whether the bytes written so far end mid-line: on
+        # shutdown the line being written is finished (never half a message), nothing after it.
+        self._sending: bytes | None = None
+        self._line_open = False
 
         self._incoming: dict[RequestId, _Incoming] = {}
         self._outgoing: dict[int, _Outgoing] = {}
@@ -268,6 +275,8 @@ class Connection:
             self._writer_failed(exc)
             return
         if written < len(data):  # the pipe is full: the writer waits until it can take the rest
+            if written:
+                self._line_open = data[written - 1] != _NEWLINE
             self._pending.insert(0, data[written:])
             self._pending_bytes += len(data) - written
             self._wake_writer()
@@ -305,16 +314,21 @@ class Connection:
                     wakeup = self._writer_wakeup = new_event()
                     await wakeup.wait()
                     continue
+                self._sending = data = self._take_pending()
                 try:
-                    await send(self._take_pending())
+                    await send(data)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                     self._writer_failed(exc)
                     return
+                self._sending = None
+                self._line_open = False  # every message ends with its newline
         finally:
             self._writer_wakeup = None  # no writer: nothing may be written from a callback either
 
     def _writer_failed(self, exc: BaseException) -> None:
         logger.info("peer stopped reading (%r): closing the connection", exc.__cause__ or exc)
+        self._sending = None
+        self._line_open = False  # nobody to finish it for
         self._shut_output()
         self.close()
 
@@ -365,13 +379,38 @@ class Connection:
                 self._wake_writer()
         finally:
             self._handlers = None
+            rest = self._unfinished_line()
             self._shut_output()
             with anyio.CancelScope(shield=True):
+                if rest:
+                    await self._finish_line(rest)
                 for stream in (self._send_stream, self._receive_stream):
                     try:
                         await stream.aclose()
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                         pass
+
+    def _unfinished_line(self) -> bytes:
+        """The rest of the message whose start is already on the wire (``b""`` if none)."""
+        data, unsent = self._sending, getattr(self._send_stream, "unsent", None)
+        if data is not None and unsent is not None:  # the writer was stopped inside send()
+            written = len(data) - len(unsent)
+            if written == 0 or data[written - 1] == _NEWLINE:
+                return b""
+            rest = bytes(unsent)
+        elif self._line_open and self._pending:
+            rest = b"".join(self._pending)
+        else:
+            return b""
+        end = rest.find(b"\n")
+        return rest if end < 0 else rest[: end + 1]
+
+    async def _finish_line(self, rest: bytes) -> None:
+        with anyio.move_on_after(self._finish_line_timeout):
+            try:
+                await self._send_stream.send(rest)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass  # the reader is gone: nobody will see the half line either
 
     def close(self) -> None:
         """Stop at once: cancel handlers and the writer, and make ``serve()`` return."""

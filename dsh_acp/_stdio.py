@@ -126,6 +126,9 @@ class FdSendStream(ByteSendStream):
 
     def __init__(self, fd: int, *, close_fd: bool = False) -> None:
         self._fd = _Fd(fd, close_fd=close_fd)
+        self.unsent: bytes | memoryview | None = None
+        """What a ``send()`` that was cancelled midway had not written yet (``Connection`` uses it
+        to finish the line it was writing)."""
 
     @property
     def fileno(self) -> int:
@@ -137,7 +140,9 @@ class FdSendStream(ByteSendStream):
         fd = self._fd
         fd.check_open()
         data: bytes | memoryview = item
+        self.unsent = None
         while data:
+            self.unsent = data
             if fd.mode == _POLL:
                 try:
                     await anyio.wait_writable(fd.fd)
@@ -151,6 +156,7 @@ class FdSendStream(ByteSendStream):
             except OSError as exc:  # BrokenPipeError above all
                 raise anyio.BrokenResourceError from exc
             if written == len(data):
+                self.unsent = None
                 return
             data = memoryview(data)[written:]
 

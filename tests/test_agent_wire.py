@@ -316,3 +316,52 @@ async def test_peer_values_are_logged_bounded(acp_schema: AcpSchema, tmp_path: P
     lines = bytes(stderr).splitlines()
     assert max((len(line) for line in lines), default=0) <= 1024, max(lines, key=len)[:300]
     assert len(stderr) <= 64 * 1024, f"{len(stderr)} bytes of stderr for {sent} bytes of input"
+
+
+def _big_session(state: Path, cwd: Path, events: int, text_bytes: int) -> str:
+    from dsh_acp._store import SessionStore
+
+    store = SessionStore(state, clock=lambda: "2026-01-01T00:00:00Z")
+    log = store.create("big", str(cwd), [])
+    for i in range(events):
+        log.append({"type": "user", "content": [{"type": "text", "text": f"q{i}"}], "message_id": f"u{i}"})
+        log.append({"type": "assistant", "text": "é" * text_bytes, "text_id": f"a{i}", "tool_calls": []})
+        log.append({"type": "stop", "reason": "end_turn"})
+    log.close()
+    store.close()
+    return "big"
+
+
+@pytest.mark.parametrize("reader_delay", [0.0, 0.4])
+async def test_eof_during_a_large_replay_never_cuts_a_line(
+    acp_schema: AcpSchema, tmp_path: Path, reader_delay: float
+) -> None:
+    """The editor closes stdin while the agent is replaying a long session: it may get less than
+    the whole replay, but every line it gets is whole (and the agent exits promptly)."""
+    sid = _big_session(tmp_path / "state", tmp_path, events=200, text_bytes=20_000)
+    process = await anyio.open_process(
+        [sys.executable, "-m", "dsh_acp", "--state-dir", str(tmp_path / "state")], stderr=None
+    )
+    async with process:
+        wire = Wire(process, acp_schema)
+        await wire.send(INIT)
+        assert (await wire.line())["id"] == "probe"
+        await wire.request(1, "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        assert process.stdout is not None
+        # Wait for the replay to be under way, then hang up in the middle of it.
+        while wire.buffer.count(b"\n") < 20:
+            wire.buffer += await process.stdout.receive()
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        await anyio.sleep(reader_delay)  # a slow reader: the pipe is full when the agent stops
+        started = time.monotonic()
+        rest = bytearray(wire.buffer)
+        with anyio.fail_after(10):
+            async for chunk in process.stdout:
+                rest += chunk
+            assert await process.wait() == 0
+        assert time.monotonic() - started < 2.0
+    assert rest.endswith(b"\n"), f"the last line was cut: ...{bytes(rest[-80:])!r}"
+    for line in bytes(rest).splitlines():
+        message = orjson.loads(line)
+        acp_schema.validate_agent_message(message, None if "method" in message else "session/load")

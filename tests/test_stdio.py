@@ -244,3 +244,35 @@ async def test_streams_restore_blocking_mode_and_close() -> None:
         await send.send(b"x")
     os.close(read_fd)
     os.close(write_fd)
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+async def test_end_of_input_finishes_the_line_being_written(fast_path: bool) -> None:
+    """Input ends while a burst much larger than the pipe is going out and the reader is slow:
+    the reader gets whole lines only, and the connection stops soon after."""
+    to_agent_read, to_agent_write = os.pipe()
+    from_agent_read, from_agent_write = os.pipe()
+    send = FdSendStream(from_agent_write, close_fd=True)
+    if not fast_path:
+        send.write_nowait = None  # type: ignore[assignment,method-assign]  # only the writer task
+    connection = Connection(
+        FdReceiveStream(to_agent_read, close_fd=True), send, Silent(), write_buffer_bytes=1 << 30
+    )
+    reader = FdReceiveStream(from_agent_read, close_fd=True)
+    received = bytearray()
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(connection.serve)
+            await anyio.lowlevel.checkpoint()
+            for n in range(300):  # 300 lines of ~40 KB: the pipe holds one or two
+                await connection.notify("n", {"n": n, "pad": "é" * 20_000})
+            os.close(to_agent_write)  # end of input, with megabytes still to write
+            await anyio.sleep(0.4)  # past the drain budget: the writer is stopped mid-line
+            with pytest.raises(anyio.EndOfStream):  # noqa: PT012 - read until the connection closes
+                while True:
+                    received += await reader.receive(1 << 20)
+    await reader.aclose()
+    assert received.endswith(b"\n")
+    numbers = [orjson.loads(line)["params"]["n"] for line in bytes(received).splitlines()]
+    assert numbers == list(range(len(numbers)))
+    assert 0 < len(numbers) < 300
