@@ -110,18 +110,24 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=50_000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--python", action="store_true", help="also time the Python walk (slow)")
+    parser.add_argument("--tree", type=Path, help="build the tree here once and reuse it on later runs")
     options = parser.parse_args()
     binary = _ripgrep.rg_binary()
     if binary is None:
         sys.exit("rg is not installed (pip install -e .): nothing to compare")
     missed = []
     with tempfile.TemporaryDirectory() as directory:
-        root = Path(directory, "tree")
+        root = options.tree or Path(directory, "tree")
         started = time.perf_counter()
-        planted = build_tree(root, options.files)
+        mark = root.with_name(root.name + ".planted")  # beside the tree: not searched
+        if options.tree is not None and mark.exists():
+            planted = int(mark.read_text())
+        else:
+            planted = build_tree(root, options.files)
+            mark.write_text(str(planted))
         built = time.perf_counter() - started
         print(
-            f"{options.files} files, {planted} holding the planted line, built in {built:.1f} s; rg: {binary}"
+            f"{options.files} files, {planted} holding the planted line, ready in {built:.1f} s; rg: {binary}"
         )
         registry = ToolRegistry()
         register_fs_tools(registry)

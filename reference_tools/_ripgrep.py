@@ -7,10 +7,12 @@ What makes the results the same:
   does), the junk directories of ``SKIP_DIRS`` excluded by glob, symlinks not followed (ripgrep's
   default), binary files (a NUL byte) skipped. Results are sorted here, by the same key.
 - The pattern: the model writes a Python regular expression; it is parsed by Python and written
-  back in the syntax of ripgrep's engine (``to_rust_regex``), every literal as an escape, every
-  class spelled out as Python means it (``\\s`` holds U+001C..U+001F in Python, ``\\w`` is letters,
-  numbers and ``_``). What has no equivalent there (look-around, back-references, ``\\A``/``\\Z``,
-  the ASCII and LOCALE flags) is searched by the Python walk instead.
+  back in the syntax of ripgrep's engine (``translate``), every literal as an escape, every class
+  spelled out as Python means it (``\\s`` holds U+001C..U+001F in Python, ``\\w`` is letters,
+  numbers and ``_``), and once more for Python's engine, so that the Python walk, too, never
+  matches a byte that is not UTF-8 with ``.`` or a class (ripgrep matches characters only). What
+  has no equivalent there (look-around, back-references, ``\\A``/``\\Z``, the ASCII and LOCALE
+  flags) is searched by the Python walk as written.
 - Line by line: a match never spans lines, in both engines.
 
 A grep is two runs: ``--count`` over the tree (cheap: nothing but a count per file), then the
@@ -34,7 +36,7 @@ import orjson
 
 from ._process import ProcessGroup
 
-__all__ = ["rg_binary", "rg_files", "rg_grep", "simple_glob", "to_rust_regex"]
+__all__ = ["rg_binary", "rg_files", "rg_grep", "simple_glob", "to_rust_regex", "translate"]
 
 _STDERR_KEEP = 4096
 
@@ -69,7 +71,7 @@ _SPACE = (
 )
 """What Python's ``\\s`` matches in a text pattern (``str.isspace``): Rust's ``\\s`` lacks U+001C..1F."""
 
-_CATEGORIES = {
+_RUST_CATEGORIES = {
     "CATEGORY_DIGIT": r"[\p{Nd}]",
     "CATEGORY_NOT_DIGIT": r"[^\p{Nd}]",
     "CATEGORY_SPACE": f"[{_SPACE}]",
@@ -77,16 +79,42 @@ _CATEGORIES = {
     "CATEGORY_WORD": r"[\p{L}\p{N}_]",
     "CATEGORY_NOT_WORD": r"[^\p{L}\p{N}_]",
 }
-_AT = {"AT_BEGINNING": "(?m:^)", "AT_END": "(?m:$)", "AT_BOUNDARY": r"\b", "AT_NON_BOUNDARY": r"\B"}
+_PYTHON_CATEGORIES = {
+    "CATEGORY_DIGIT": r"\d",
+    "CATEGORY_NOT_DIGIT": r"\D",
+    "CATEGORY_SPACE": r"\s",
+    "CATEGORY_NOT_SPACE": r"\S",
+    "CATEGORY_WORD": r"\w",
+    "CATEGORY_NOT_WORD": r"\W",
+}
+_RUST_AT = {"AT_BEGINNING": "(?m:^)", "AT_END": "(?m:$)", "AT_BOUNDARY": r"\b", "AT_NON_BOUNDARY": r"\B"}
+_PYTHON_AT = {"AT_BEGINNING": "^", "AT_END": "$", "AT_BOUNDARY": r"\b", "AT_NON_BOUNDARY": r"\B"}
+_NOT_A_BYTE = r"(?![\udc80-\udcff])"
+"""Before anything that could match one character: not a byte that was not UTF-8 (decoded to
+U+DC80..U+DCFF), which ripgrep's character classes never match."""
 _SCOPED = {re.IGNORECASE: "i", re.DOTALL: "s"}
 _IGNORED_FLAGS = re.UNICODE | re.MULTILINE | re.VERBOSE  # MULTILINE: the engines are line by line
 
 
-def _char(code: int) -> str:
-    if 0xD800 <= code <= 0xDFFF:
-        raise _Untranslatable("a lone surrogate")
-    char = chr(code)
-    return char if char.isascii() and (char.isalnum() or char == "_") else f"\\x{{{code:x}}}"
+class _Dialect:
+    """How one engine spells what the parser found."""
+
+    def __init__(self, *, rust: bool) -> None:
+        self.rust = rust
+        self.categories = _RUST_CATEGORIES if rust else _PYTHON_CATEGORIES
+        self.at = _RUST_AT if rust else _PYTHON_AT
+        self.one = "" if rust else _NOT_A_BYTE
+
+    def char(self, code: int) -> str:
+        if 0xD800 <= code <= 0xDFFF:
+            raise _Untranslatable("a lone surrogate")
+        char = chr(code)
+        if char.isascii() and (char.isalnum() or char == "_"):
+            return char
+        return f"\\x{{{code:x}}}" if self.rust else f"\\U{code:08x}"
+
+
+_RUST, _PYTHON = _Dialect(rust=True), _Dialect(rust=False)
 
 
 def _flags(flags: int) -> str:
@@ -95,51 +123,51 @@ def _flags(flags: int) -> str:
     return "".join(letter for flag, letter in _SCOPED.items() if flags & flag)
 
 
-def _class(items: Sequence[tuple[Any, Any]]) -> str:
+def _class(items: Sequence[tuple[Any, Any]], dialect: _Dialect) -> str:
     body, negate = [], False
     for op, arg in items:
         name = str(op)
         if name == "NEGATE":
             negate = True
         elif name == "LITERAL":
-            body.append(_char(arg))
+            body.append(dialect.char(arg))
         elif name == "RANGE":
-            body.append(f"{_char(arg[0])}-{_char(arg[1])}")
+            body.append(f"{dialect.char(arg[0])}-{dialect.char(arg[1])}")
         elif name == "CATEGORY":
-            body.append(_CATEGORIES[str(arg)])  # a nested class
+            body.append(dialect.categories[str(arg)])  # Rust: a nested class
         else:
             raise _Untranslatable(name)
-    return "[" + ("^" if negate else "") + "".join(body) + "]"
+    return dialect.one + "[" + ("^" if negate else "") + "".join(body) + "]"
 
 
-def _sequence(items: Any) -> str:
+def _sequence(items: Any, dialect: _Dialect) -> str:
     out: list[str] = []
     for op, arg in items:
         name = str(op)
         if name == "LITERAL":
-            out.append(_char(arg))
+            out.append(dialect.char(arg))
         elif name == "NOT_LITERAL":
-            out.append(f"[^{_char(arg)}]")
+            out.append(f"{dialect.one}[^{dialect.char(arg)}]")
         elif name == "ANY":
-            out.append(".")
+            out.append(dialect.one + ".")
         elif name == "IN":
-            out.append(_class(arg))
+            out.append(_class(arg, dialect))
         elif name == "AT":
-            if str(arg) not in _AT:
+            if str(arg) not in dialect.at:
                 raise _Untranslatable(str(arg))  # \A and \Z: no line-by-line meaning
-            out.append(_AT[str(arg)])
+            out.append(dialect.at[str(arg)])
         elif name == "BRANCH":
-            out.append("(?:" + "|".join(_sequence(branch) for branch in arg[1]) + ")")
+            out.append("(?:" + "|".join(_sequence(branch, dialect) for branch in arg[1]) + ")")
         elif name == "SUBPATTERN":
             _group, add, remove, body = arg
             if remove & re.MULTILINE:
                 raise _Untranslatable("(?-m)")
             on, off = _flags(add & ~_IGNORED_FLAGS), _flags(remove & ~_IGNORED_FLAGS)
-            out.append(f"(?{on}{'-' + off if off else ''}:{_sequence(body)})")
+            out.append(f"(?{on}{'-' + off if off else ''}:{_sequence(body, dialect)})")
         elif name in ("MAX_REPEAT", "MIN_REPEAT"):
             low, high, body = arg
             bound = f"{{{low},}}" if high == _maxrepeat() else f"{{{low},{high}}}"
-            out.append(f"(?:{_sequence(body)}){bound}{'?' if name == 'MIN_REPEAT' else ''}")
+            out.append(f"(?:{_sequence(body, dialect)}){bound}{'?' if name == 'MIN_REPEAT' else ''}")
         else:  # look-around, back-references, atomic groups, possessive repeats
             raise _Untranslatable(name)
     return "".join(out)
@@ -153,20 +181,30 @@ def _maxrepeat() -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def to_rust_regex(pattern: str, flags: int) -> str | None:
+def translate(pattern: str, flags: int) -> tuple[str, re.Pattern[str]] | None:
     """``pattern`` (a Python regular expression compiled with ``flags``) in the syntax of
-    ripgrep's default engine, meaning the same line by line; ``None`` when it has no equivalent
-    there (the Python walk searches it then)."""
+    ripgrep's default engine, meaning the same line by line, and the same pattern for Python's
+    engine to match exactly what ripgrep does (bytes that are not UTF-8 match no class, as in
+    ripgrep); ``None`` when it has no equivalent there (the Python walk searches it then, as is).
+    """
     try:
         from re import _parser  # type: ignore[attr-defined]
 
         parsed = _parser.parse(pattern, flags)
-        prefix = _flags(parsed.state.flags & ~_IGNORED_FLAGS)
-        return (f"(?{prefix})" if prefix else "") + _sequence(parsed)
+        global_flags = _flags(parsed.state.flags & ~_IGNORED_FLAGS)
+        prefix = f"(?{global_flags})" if global_flags else ""
+        rust = prefix + _sequence(parsed, _RUST)
+        return rust, re.compile(prefix + _sequence(parsed, _PYTHON), re.MULTILINE)
     except (_Untranslatable, KeyError):
         return None
     except Exception:  # a private parser that changed shape: the Python walk is always right
         return None
+
+
+def to_rust_regex(pattern: str, flags: int) -> str | None:
+    """The ripgrep half of ``translate``."""
+    translated = translate(pattern, flags)
+    return None if translated is None else translated[0]
 
 
 _SIMPLE_GLOB = re.compile(

@@ -236,17 +236,19 @@ def grep_files(
     file_glob: str | None,
     limit: int,
     max_line: int,
-    line_safe: bool = False,
+    line_pattern: re.Pattern[str] | None = None,
     check: Callable[[], None] = _nothing,
 ) -> Found:
     """Lines matching ``pattern`` (``path:line:text``) in the text files under ``root``, or in
     ``root`` itself when it is a file; binary files are skipped. Each line is searched on its
     own: a match never spans lines.
 
-    ``line_safe`` says that a match within a line is also a match of the whole text at the same
-    place (true of patterns without look-around or ``\\A``/``\\Z``): the whole text is then
-    searched first, and only lines where a match ran past the line end are searched alone.
+    ``line_pattern``, the same pattern as ripgrep reads it (``_ripgrep.translate``), is searched
+    instead when given: a match within a line is then also a match of the whole text at the same
+    place (no look-around, no ``\\A``/``\\Z``), so the whole text is searched first, and only
+    lines where a match ran past the line end are searched alone.
     """
+    line_safe = line_pattern is not None
     # An ASCII pattern means the same as a bytes pattern on ASCII data, so most files are
     # searched without decoding; anything else is decoded and searched as text.
     fast = _bytes_twin(pattern) if line_safe else None
@@ -264,9 +266,9 @@ def grep_files(
         if data is None or (fast is not None and data.isascii() and fast.search(data) is None):
             continue
         text = decode_text(data)
-        if text is None or (line_safe and pattern.search(text) is None):
+        if text is None or (line_pattern is not None and line_pattern.search(text) is None):
             continue
-        if _matching_lines(path, text, pattern, found, limit, max_line, line_safe):
+        if _matching_lines(path, text, line_pattern or pattern, found, limit, max_line, line_safe):
             found.files += 1
     return found
 

@@ -654,7 +654,8 @@ async def _grep(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
 
 async def _grep_found(root: str, pattern: re.Pattern[str], file_glob: str | None) -> _search.Found:
     """ripgrep's results where it can give them, else the Python walk's (the same results)."""
-    rust = _ripgrep.to_rust_regex(pattern.pattern, pattern.flags)
+    translated = _ripgrep.translate(pattern.pattern, pattern.flags)
+    rust, line_pattern = translated or (None, None)
     if rust is not None and os.path.isdir(root):  # noqa: ASYNC240 (a stat: cheaper than a thread hop)
         keep = _search.path_filter(root, file_glob)
         ran = await _ripgrep.rg_grep(
@@ -671,7 +672,7 @@ async def _grep_found(root: str, pattern: re.Pattern[str], file_glob: str | None
         file_glob=file_glob,
         limit=_MAX_GREP,
         max_line=_MAX_GREP_LINE,
-        line_safe=rust is not None,
+        line_pattern=line_pattern,
         check=_check_cancelled,
     )
     return await _in_thread(grep)
