@@ -24,7 +24,7 @@ their encoding by identity.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
@@ -32,7 +32,7 @@ from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, 
 if TYPE_CHECKING:
     from dsh_tools import ContentBlock
 
-__all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "conversation"]
+__all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "conversation", "conversation_from"]
 
 INTERRUPTED_TEXT: Final = "(This turn was interrupted before I answered.)"
 """The assistant's side of a turn that ended inside a tool step."""
@@ -42,7 +42,19 @@ CANCELLED_TEXT: Final = "Error: the user cancelled this call before it finished"
 
 def conversation(messages: Iterable[Message]) -> list[Message]:
     """``messages`` made into a valid conversation (see the module docstring)."""
+    return conversation_from(messages)[0]
+
+
+def conversation_from(
+    messages: Iterable[Message], start: int = 0, previous: Message | None = None
+) -> tuple[list[Message], tuple[int, int] | None]:
+    """``conversation`` of ``messages[start:]``, resumed at a checkpoint whose last message out
+    was ``previous``; also the newest checkpoint met: ``(index, count)`` where the messages out
+    for ``messages[:index]`` are final (nothing later changes them) and number ``count`` in what
+    this call returned. Resuming there gives the same result as starting over, so an encoder can
+    keep the encoding of everything before it."""
     out: list[Message] = []
+    checkpoint: tuple[int, int] | None = None
     open_calls: list[ToolCallRequest] = []
     answers: dict[int, ToolResultMessage] = {}
     in_step = False  # the last message out is a tool step's (a call or a result)
@@ -53,7 +65,9 @@ def conversation(messages: Iterable[Message]) -> list[Message]:
         open_calls.clear()
         answers.clear()
 
-    for message in messages:
+    items = messages if isinstance(messages, Sequence) else list(messages)
+    for index in range(start, len(items)):
+        message = items[index]
         if isinstance(message, ToolResultMessage):
             for index, call in enumerate(open_calls):
                 if call.id == message.call_id and index not in answers:
@@ -64,10 +78,10 @@ def conversation(messages: Iterable[Message]) -> list[Message]:
         if isinstance(message, AssistantMessage):
             if not message.text.strip() and not message.tool_calls:
                 continue
-            last = out[-1] if out else None
+            last = out[-1] if out else previous
             if last is None:
                 out.append(UserMessage(_text_blocks("(The conversation continues.)")))
-            elif isinstance(last, AssistantMessage) and not last.tool_calls:
+            elif isinstance(last, AssistantMessage) and not last.tool_calls and out:
                 message = _merge_assistant(last, message)
                 out.pop()
             out.append(message)
@@ -75,7 +89,9 @@ def conversation(messages: Iterable[Message]) -> list[Message]:
             in_step = bool(message.tool_calls)
             continue
         # A user message, or context (which is sent as user content).
-        last = out[-1] if out else None
+        last = out[-1] if out else previous
+        if not in_step and isinstance(last, AssistantMessage) and not last.tool_calls:
+            checkpoint = (index, len(out))  # appended after an answer: all before it is final
         if in_step and isinstance(message, ContextMessage) and isinstance(last, ToolResultMessage):
             # Context a step's tools produced belongs to that step: folded into its last result,
             # it keeps the step between the assistant's call and its next message.
@@ -90,7 +106,7 @@ def conversation(messages: Iterable[Message]) -> list[Message]:
         else:
             out.append(message)
     settle()
-    return out
+    return out, checkpoint
 
 
 def _missing(call: ToolCallRequest) -> ToolResultMessage:

@@ -40,7 +40,7 @@ import orjson
 
 from ._brief import brief
 from ._config import VERSION
-from ._history import conversation
+from ._history import conversation, conversation_from
 from ._model import (
     AssistantMessage,
     ContextMessage,
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
     from dsh_tools import ContentBlock, ToolSchema
 
-__all__ = ["OpenAIModel", "SSEDecoder", "ServerInfo", "chat_messages", "chat_request"]
+__all__ = ["OpenAIModel", "RequestEncoder", "SSEDecoder", "ServerInfo", "chat_messages", "chat_request"]
 
 _log = logging.getLogger(__name__)
 
@@ -196,6 +196,69 @@ def chat_request(settings: ModelSettings, request: ModelRequest, *, progress: bo
     if progress:
         body["return_progress"] = True  # llama.cpp only: other servers may refuse unknown fields
     return body
+
+
+class RequestEncoder:
+    """Builds request bodies in time linear in what changed since the last one.
+
+    A conversation only grows between compactions, so the messages before the newest
+    checkpoint of ``conversation_from`` (a point after which nothing changes what came before)
+    keep their encoding; a request re-encodes only the messages after it. The history is
+    compared by identity, so a compaction (or any other rewrite) simply starts over. The tool
+    schemas' encoding is kept while the same schema objects are sent.
+    """
+
+    def __init__(self, settings: ModelSettings) -> None:
+        self.settings = settings
+        self._inputs: list[Message] = []
+        self._parts: list[bytes] = []
+        self._previous: Message | None = None
+        self._schemas: list[ToolSchema] = []  # kept alive: compared by identity
+        self._tools = b""
+
+    def encode(self, request: ModelRequest, *, progress: bool = False) -> bytes:
+        """The JSON body of ``chat_request`` for ``request``, as bytes."""
+        import operator
+
+        settings = self.settings
+        messages = request.messages
+        point = len(self._inputs)
+        if point and len(messages) >= point and all(map(operator.is_, messages, self._inputs)):
+            kept, previous = self._parts, self._previous
+        else:
+            point, kept, previous = 0, [], None
+        tail, checkpoint = conversation_from(messages, point, previous)
+        encoded = [
+            orjson.dumps(entry)
+            for entry in chat_messages(
+                tail, accepts_images=settings.accepts_images, send_reasoning=settings.send_reasoning
+            )
+        ]
+        parts = kept + encoded if kept else encoded
+        if checkpoint is not None:
+            index, count = checkpoint
+            final = len(kept) + count
+            self._inputs = list(messages[:index])
+            self._parts = parts[:final]
+            self._previous = tail[count - 1] if count else previous
+        head: list[bytes] = []
+        if request.system:
+            head.append(orjson.dumps({"role": "system", "content": request.system}))
+        rest: dict[str, Any] = {
+            "model": settings.model,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if progress:
+            rest["return_progress"] = True
+        body = b'{"messages":[' + b",".join(head + parts) + b"]," + orjson.dumps(rest)[1:-1]
+        if request.tools:
+            schemas = self._schemas
+            if len(schemas) != len(request.tools) or not all(map(operator.is_, schemas, request.tools)):
+                self._schemas = list(request.tools)
+                self._tools = orjson.dumps([_tool(schema) for schema in request.tools])
+            body += b',"tools":' + self._tools
+        return body + b"}"
 
 
 def _tool(schema: ToolSchema) -> dict[str, Any]:
@@ -440,6 +503,7 @@ class OpenAIModel:
         self._client: httpx.AsyncClient | None = None
         self._where = _display_url(settings.base_url)
         self._key = (settings.base_url, settings.model)
+        self._encoder = RequestEncoder(settings)
 
     @property
     def context_window(self) -> int | None:
@@ -501,7 +565,7 @@ class OpenAIModel:
         """Send the request and yield its events (deltas as they come; tool calls, usage and
         ``Finish`` once the stream is complete)."""
         info = await self.server_info()
-        body = orjson.dumps(chat_request(self.settings, request, progress=info.progress))
+        body = self._encoder.encode(request, progress=info.progress)
         try:
             # aclosing: when the consumer stops early, the response closes now, not at GC time.
             async with aclosing(self._events(body, request.notice)) as events:

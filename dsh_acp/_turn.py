@@ -345,7 +345,9 @@ class TurnRunner:
                     calls.append(with_unique_id(event, self._call_ids))
                 elif type(event) is Usage:
                     self.last_usage = event
-                    if event.input_tokens > 0:
+                    if event.input_tokens > 0 and (session.chars_per_token is None or session.usage_mark < 0):
+                        # Learned once, and again after a compaction: counting every request's
+                        # characters would make each step cost O(history).
                         chars = self._request_chars(request.messages)
                         session.chars_per_token = min(max(chars / event.input_tokens, 2.0), 6.0)
                     if keep:

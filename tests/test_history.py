@@ -34,7 +34,7 @@ from dsh_acp._model import (
     ToolResultMessage,
     UserMessage,
 )
-from dsh_acp._openai import chat_request
+from dsh_acp._openai import RequestEncoder, chat_request
 from dsh_acp._settings import ModelSettings
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import TextBlock
@@ -190,10 +190,16 @@ class _Session:
     def __init__(self) -> None:
         self.history: list[Message] = []
         self.calls = 0
+        self.encoder = RequestEncoder(SETTINGS)
 
     def request(self, extra: tuple[Message, ...] = ()) -> None:
         messages = sent([*self.history, *extra])
         assert conversation_problem(messages) is None, messages
+        # The incremental encoder sends exactly what encoding it all afresh sends.
+        request = ModelRequest(messages=[*self.history, *extra], tools=[], system="sys")
+        assert json.loads(self.encoder.encode(request)) == json.loads(
+            json.dumps(chat_request(SETTINGS, request))
+        )
 
     def apply(self, op: tuple[Any, ...]) -> None:
         self.history.append(user("prompt"))
