@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
+import orjson
+
 from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
@@ -78,6 +80,8 @@ def conversation_from(
         if isinstance(message, AssistantMessage):
             if not message.text.strip() and not message.tool_calls:
                 continue
+            if message.tool_calls and not all(_is_json(call.arguments) for call in message.tool_calls):
+                message = _with_json_arguments(message)
             last = out[-1] if out else previous
             if last is None:
                 out.append(UserMessage(_text_blocks("(The conversation continues.)")))
@@ -107,6 +111,24 @@ def conversation_from(
             out.append(message)
     settle()
     return out, checkpoint
+
+
+def _is_json(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _with_json_arguments(message: AssistantMessage) -> AssistantMessage:
+    """Strict servers parse a call's arguments (llama.cpp's templates do): text that is not JSON
+    (a call cut off, or a model's garbled one) is sent as ``{}``; its result says what went wrong."""
+    calls = tuple(
+        call if _is_json(call.arguments) else ToolCallRequest(call.id, call.name, "{}", call.cut_off)
+        for call in message.tool_calls
+    )
+    return AssistantMessage(text=message.text, reasoning=message.reasoning, tool_calls=calls)
 
 
 def _missing(call: ToolCallRequest) -> ToolResultMessage:

@@ -77,6 +77,8 @@ class ToolCallRequest:
     id: str
     name: str
     arguments: str
+    cut_off: bool = False
+    """The response ended (its output limit) before this call was complete: it is not run."""
 
 
 @dataclass(frozen=True, slots=True)

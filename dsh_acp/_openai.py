@@ -455,17 +455,24 @@ class _Assembler:
             raise ModelError(f"the response from {self.where} ended before it was complete")
         reason = _FINISH.get(self.finish or "stop", "stop")
         events: list[ModelEvent] = []
-        if self.calls and reason in ("length", "refusal"):
-            # Cut-off calls would never get results, and the next request would be refused for it.
-            _log.info("dropping %d tool call(s) of a response that ended with %s", len(self.calls), reason)
+        if self.calls and reason == "refusal":
+            _log.info("dropping %d tool call(s) of a refused response", len(self.calls))
         else:
+            # A call cut off by the output limit is still reported (marked), so the editor and
+            # the model hear that it was not run rather than nothing at all.
+            cut_off = reason == "length"
             for index in sorted(self.calls):
                 call = self.calls[index]
                 if not call.name:
+                    if cut_off:
+                        continue  # cut before even its name: nothing to show
                     raise ModelError(f"the API at {self.where} sent a tool call without a name")
                 events.append(
                     ToolCallRequest(
-                        id=call.id or f"call_{uuid.uuid4().hex}", name=call.name, arguments=call.arguments
+                        id=call.id or f"call_{uuid.uuid4().hex}",
+                        name=call.name,
+                        arguments=call.arguments,
+                        cut_off=cut_off,
                     )
                 )
             if events and reason == "stop":

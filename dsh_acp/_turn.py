@@ -80,6 +80,11 @@ from ._modes import permission_key
 from ._session import Session
 from ._toolcalls import parse_arguments, with_unique_id
 
+CUT_OFF_TEXT = (
+    "the response reached the model's output limit before this call was complete, so it was "
+    "not run; make the call again, with shorter arguments if they were long"
+)
+
 __all__ = ["CANCELLED_TEXT", "PERMISSION_OPTIONS", "LoopSettings", "StopReason", "TurnRunner", "view_json"]
 
 _log = logging.getLogger("dsh_acp.turn")
@@ -158,6 +163,9 @@ class TurnRunner:
         """Drive the model until it stops asking for tools (or a limit is reached)."""
         for _ in range(self.settings.max_model_requests):
             message, finish = await self._fitted_step()
+            if finish == "length" and message.tool_calls:
+                await self._run_tools(message.tool_calls)  # each fails: it was cut off
+                return "max_tokens"
             if finish in ("length", "refusal") or not message.tool_calls:
                 return _STOP[finish]
             await self._run_tools(message.tool_calls)
@@ -398,6 +406,8 @@ class TurnRunner:
         self._step = []
         for request in requests:
             arguments, problem = parse_arguments(request.arguments)
+            if request.cut_off:
+                problem = CUT_OFF_TEXT
             definition = session.registry.get(request.name)
             view = definition.call_view(arguments) if definition and problem is None else None
             info = CallInfo(

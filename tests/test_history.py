@@ -296,3 +296,37 @@ async def test_a_session_with_cancels_failures_and_compaction_keeps_answering(
     assert roles(last) == ["system", "user"]
     assert "We listed files." in last[1]["content"]
     assert last[1]["content"].endswith("sixth")
+
+
+@pytest.mark.anyio
+async def test_a_call_cut_off_by_the_output_limit_fails_and_the_model_hears_why(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    replies = [
+        stream_reply(
+            chunk("Let me write it."),
+            chunk(tool_calls=[tool_delta(0, id="call_w", name="write", arguments='{"path": "a.txt", "con')]),
+            chunk(finish="length"),
+        ),
+        stream_reply(chunk("Trying again later."), chunk(finish="stop")),
+    ]
+    async with FakeOpenAI(replies, strict=True, title="T") as server:
+        args = ["--model", "openai:fake", "--base-url", server.base_url, "--state-dir", str(tmp_path / "s")]
+        async with AcpClient.in_memory(build_config(args), schema=acp_schema) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            assert await client.prompt(sid, "write a.txt") == {"stopReason": "max_tokens"}
+            updates = client.updates(sid)
+            assert await client.prompt(sid, "go on") == {"stopReason": "end_turn"}
+        client.assert_valid()
+    assert not (tmp_path / "a.txt").exists()
+    card = [u for u in updates if u.get("toolCallId") == "call_w"]
+    assert card[0]["sessionUpdate"] == "tool_call"
+    assert card[-1]["status"] == "failed"
+    assert "output limit" in json.dumps(card[-1])
+    assert server.refused == []
+    sent_messages = server.requests[-1].json["messages"]
+    call = next(m for m in sent_messages if m.get("tool_calls"))
+    assert call["tool_calls"][0]["function"]["arguments"] == "{}"  # what strict servers can parse
+    result = next(m for m in sent_messages if m["role"] == "tool")
+    assert "output limit" in result["content"]

@@ -280,13 +280,15 @@ async def test_finish_reasons_are_mapped(sent: str, expected: str) -> None:
     assert events[-1] == Finish(expected)  # type: ignore[arg-type]
 
 
-async def test_cut_off_tool_calls_are_dropped() -> None:
+async def test_cut_off_tool_calls_are_reported_as_cut_off() -> None:
     reply = stream_reply(
-        chunk(tool_calls=[tool_delta(0, id="c", name="read", arguments='{"pa')]), chunk(finish="length")
+        chunk(tool_calls=[tool_delta(0, id="c", name="read", arguments='{"pa')]),
+        chunk(tool_calls=[tool_delta(1, id="d")]),  # cut before its name: nothing to show
+        chunk(finish="length"),
     )
     async with FakeOpenAI([reply]) as server:
         events = await stream_once(server)
-    assert events == [Finish("length")]
+    assert events == [ToolCallRequest("c", "read", '{"pa', cut_off=True), Finish("length")]
 
 
 async def test_tool_calls_with_stop_finish_count_as_tool_calls() -> None:
