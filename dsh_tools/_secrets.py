@@ -35,34 +35,38 @@ _HINT_WORDS = frozenset(
 )
 _WORD_SPLIT = re.compile(r"[_\-.]+")
 
-# Secrets recognisable by their shape alone: (a literal every match contains, one token's pattern).
-# For a URL only its password (the ``pw`` group) is the secret. One pattern per shape, each run only
-# when its literal is in the text: an alternation of them all would make the engine try every
-# position (50× slower on ordinary output); so would a leading ``\b``, so the word boundary before a
-# token is checked on the match instead (``_is_token``).
+# Secrets recognisable by their shape alone: (a character every match contains, a literal every
+# match contains, one token's pattern). For a URL only its password (the ``pw`` group) is the
+# secret. One pattern per shape, each run only when its literal is in the text: an alternation of
+# them all would make the engine try every position (50× slower on ordinary output); so would a
+# leading ``\b``, so the word boundary before a token is checked on the match instead
+# (``_is_token``). Looking for a literal costs about 0.5 ns a character, for one character
+# (``memchr``) a hundredth of that: the characters are looked for first, once per text, so text
+# without them (most prose, a streamed message) is not searched for the literals at all.
 _SHAPE_SOURCES = (
-    ("://", r":(?P<url>//[^\s/?#@:'\"]*:)(?P<pw>[^\s/?#@'\"]+)(?=@)"),
-    ("sk-", r"sk-(?:ant-|proj-|svcacct-)?[A-Za-z0-9_\-]{20,}"),
-    ("gh", r"gh[pousr]_[A-Za-z0-9]{30,}"),
-    ("github_pat_", r"github_pat_[A-Za-z0-9_]{30,}"),
-    ("xox", r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
-    ("AKIA", r"AKIA[0-9A-Z]{16}\b"),
-    ("ASIA", r"ASIA[0-9A-Z]{16}\b"),
-    ("eyJ", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    ("glpat-", r"glpat-[A-Za-z0-9_\-]{20,}"),
-    ("AIza", r"AIza[0-9A-Za-z_\-]{35}"),
-    ("npm_", r"npm_[A-Za-z0-9]{36}"),
-    ("sk_", r"sk_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("rk_", r"rk_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("hooks.slack.com", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
-    ("PRIVATE KEY", r"-----BEGIN[A-Z ]* PRIVATE KEY-----(?:[\s\S]*?-----END[A-Z ]* PRIVATE KEY-----)?"),
+    (":", "://", r":(?P<url>//[^\s/?#@:'\"]*:)(?P<pw>[^\s/?#@'\"]+)(?=@)"),
+    ("-", "sk-", r"sk-(?:ant-|proj-|svcacct-)?[A-Za-z0-9_\-]{20,}"),
+    ("_", "gh", r"gh[pousr]_[A-Za-z0-9]{30,}"),
+    ("_", "github_pat_", r"github_pat_[A-Za-z0-9_]{30,}"),
+    ("-", "xox", r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
+    ("K", "AKIA", r"AKIA[0-9A-Z]{16}\b"),
+    ("S", "ASIA", r"ASIA[0-9A-Z]{16}\b"),
+    ("J", "eyJ", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+    ("-", "glpat-", r"glpat-[A-Za-z0-9_\-]{20,}"),
+    ("I", "AIza", r"AIza[0-9A-Za-z_\-]{35}"),
+    ("_", "npm_", r"npm_[A-Za-z0-9]{36}"),
+    ("_", "sk_", r"sk_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("_", "rk_", r"rk_(?:live|test)_[A-Za-z0-9]{16,}"),
+    (":", "hooks.slack.com", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
+    ("-", "PRIVATE KEY", r"-----BEGIN[A-Z ]* PRIVATE KEY-----(?:[\s\S]*?-----END[A-Z ]* PRIVATE KEY-----)?"),
 )
+_SHAPE_CHARACTERS = frozenset(character for character, _, _ in _SHAPE_SOURCES)
 
 
 @functools.cache
-def _shapes() -> tuple[tuple[str, re.Pattern[str]], ...]:
+def _shapes() -> tuple[tuple[str, str, re.Pattern[str]], ...]:
     # Compiled at first use: start-up pays nothing for them.
-    return tuple((literal, re.compile(source)) for literal, source in _SHAPE_SOURCES)
+    return tuple((character, literal, re.compile(source)) for character, literal, source in _SHAPE_SOURCES)
 
 
 def _is_token(match: re.Match[str]) -> bool:
@@ -74,10 +78,18 @@ def _is_token(match: re.Match[str]) -> bool:
     return not (before.isalnum() or before == "_")
 
 
+def _candidates(text: str) -> Iterator[re.Pattern[str]]:
+    """The shapes' patterns that may match in ``text`` (its character and its literal occur)."""
+    present = {character for character in _SHAPE_CHARACTERS if character in text}
+    if present:
+        for character, literal, pattern in _shapes():
+            if character in present and literal in text:
+                yield pattern
+
+
 def _tokens(text: str) -> Iterator[re.Match[str]]:
-    for literal, pattern in _shapes():
-        if literal in text:
-            yield from (match for match in pattern.finditer(text) if _is_token(match))
+    for pattern in _candidates(text):
+        yield from (match for match in pattern.finditer(text) if _is_token(match))
 
 
 _MIN_RANDOM_LENGTH = 20
@@ -153,7 +165,6 @@ def redact_secret_shapes(text: str, replacement: str = REDACTED) -> str:
             return ":" + match["url"] + replacement
         return replacement if _is_token(match) else match[0]
 
-    for literal, pattern in _shapes():
-        if literal in text:
-            text = pattern.sub(replace, text)
+    for pattern in list(_candidates(text)):  # decided on the text as it came: a replacement adds none
+        text = pattern.sub(replace, text)
     return text

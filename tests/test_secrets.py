@@ -61,3 +61,49 @@ def test_token_shapes_are_redacted_wherever_they_appear() -> None:
 def test_kept_names_pass_and_short_values_are_not_redacted_as_text() -> None:
     assert without_secrets({"GH_TOKEN": "t", "X": "1"}, keep={"GH_TOKEN"}) == {"GH_TOKEN": "t", "X": "1"}
     assert secret_values({"USE_TOKEN": "1", "MY_TOKEN": "long-enough-token"}) == {"long-enough-token"}
+
+
+# One token of every shape that redaction knows by its look alone (each must go, whatever the
+# characters around it: the search looks for a character and a literal of each shape first).
+SHAPE_EXAMPLES = [
+    (
+        "url password",
+        "https://deploy:hunter22x@git.example.com/r",
+        "https://deploy:[REDACTED]@git.example.com/r",
+    ),
+    ("openai", "sk-proj-" + "a" * 24, "[REDACTED]"),
+    ("github classic", "ghp_" + "A1" * 16, "[REDACTED]"),
+    ("github fine-grained", "github_pat_" + "B2_" * 11, "[REDACTED]"),
+    ("slack", "xoxb-1234567890-abcdefghij", "[REDACTED]"),
+    ("aws key id", "AKIAIOSFODNN7EXAMPLE", "[REDACTED]"),
+    ("aws session key id", "ASIAIOSFODNN7EXAMPLE", "[REDACTED]"),
+    ("jwt", JWT, "[REDACTED]"),
+    ("gitlab", "glpat-" + "c3" * 10, "[REDACTED]"),
+    ("google", "AIza" + "D4e5F6g7H8" * 3 + "i9J0k", "[REDACTED]"),
+    ("npm", "npm_" + "Ab1" * 12, "[REDACTED]"),
+    ("stripe secret", "sk_live_" + "x" * 16, "[REDACTED]"),
+    ("stripe restricted", "rk_test_" + "y" * 16, "[REDACTED]"),
+    ("slack webhook", "https://hooks.slack.com/services/T0/B0/XXXXXXXX", "[REDACTED]"),
+    (
+        "private key",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----",
+        "[REDACTED]",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("token", "redacted"), [row[1:] for row in SHAPE_EXAMPLES], ids=[r[0] for r in SHAPE_EXAMPLES]
+)
+def test_every_shape_is_redacted_in_prose_and_in_code(token: str, redacted: str) -> None:
+    assert redact_secret_shapes(f"the model wrote {token} then stopped") == (
+        f"the model wrote {redacted} then stopped"
+    )
+    assert redact_secret_shapes(f"KEY_NAME: value-x\n{token}\n") == f"KEY_NAME: value-x\n{redacted}\n"
+
+
+def test_text_without_a_shape_comes_back_as_it_was() -> None:
+    prose = "000001 the quick brown fox jumps over the lazy dog, then writes some code; " * 1000
+    assert redact_secret_shapes(prose) is prose
+    code = "def risk_score(task_id: str) -> int:  # sk- and gh_ alone are not tokens\n" * 100
+    assert redact_secret_shapes(code) == code
