@@ -102,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
         help="where session logs live (default: $DSH_STATE_DIR, else $XDG_STATE_HOME/dsh-acp)",
     )
     parser.add_argument(
+        "--instructions",
+        default="AGENTS.md",
+        metavar="NAMES",
+        help="comma-separated file names of project instructions, read from the session folder up"
+        " to the repository root into the system prompt (default: AGENTS.md; '' reads none)",
+    )
+    parser.add_argument(
         "--deterministic",
         action="store_true",
         help="for golden tests: counter ids, output coalesced by size only, a fixed clock",
@@ -157,6 +164,7 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     config.coalesce_bytes = args.coalesce_bytes
     config.coalesce_delay = args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None
     config.force_local_fs = args.local_fs
+    config.instruction_files = tuple(name.strip() for name in args.instructions.split(",") if name.strip())
     config.default_mode = args.mode
     config.state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
     if args.deterministic:

@@ -8,10 +8,19 @@ from typing import Any
 
 from dsh_tools import ContentBlock, TextBlock, ToolSchema
 
-__all__ = ["COMMANDS", "COMPACT_INSTRUCTION", "available_commands", "parse_command", "tools_text"]
+__all__ = [
+    "COMMANDS",
+    "COMPACT_INSTRUCTION",
+    "MODEL_COMMANDS",
+    "available_commands",
+    "model_instruction",
+    "parse_command",
+    "tools_text",
+]
 
 COMMANDS: dict[str, tuple[str, str | None]] = {
     "compact": ("Summarize the conversation so far to free context", None),
+    "init": ("Write a starter AGENTS.md for this project", None),
     "mode": ("Switch the permission mode", "default, accept_edits, plan or bypass"),
     "model": ("Switch the model", "a model id from the model picker"),
     "tools": ("List the tools and what they do", None),
@@ -22,6 +31,24 @@ COMPACT_INSTRUCTION = (
     "done (files read and changed, commands run and their outcomes), decisions made, and what "
     "remains. Be complete but concise; this summary will replace the conversation."
 )
+
+
+INIT_INSTRUCTION = (
+    "Write a starter AGENTS.md in the working directory: the instructions a coding agent needs "
+    "before working on this project. Look at the project first (its layout, README, build and "
+    "test configuration), then write it with the write tool. Keep it short and concrete: what "
+    "the project is, how to build, test and lint it (the exact commands), the code layout, and "
+    "the conventions the code follows. If an AGENTS.md exists, read it and improve it instead. "
+    "Do not invent commands you did not find."
+)
+MODEL_COMMANDS = frozenset({"init"})
+"""Commands that go to the model as an instruction (and so are part of the conversation)."""
+
+
+def model_instruction(name: str, argument: str) -> str:
+    """The instruction a model command sends in place of what the user typed."""
+    assert name == "init"
+    return INIT_INSTRUCTION + (f"\n\nThe user adds: {argument}" if argument else "")
 
 
 def available_commands() -> dict[str, Any]:

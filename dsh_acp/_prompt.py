@@ -43,7 +43,14 @@ def system_prompt(cwd: str, tools: Sequence[ToolSchema], extra: str = "") -> str
         "- If a tool fails, read its error and correct the call instead of repeating it unchanged.",
     ]
     if extra.strip():
-        lines += ["", "# Instructions", extra.strip()]
+        lines += [
+            "",
+            "# Project instructions",
+            "The project's instruction files (AGENTS.md and the like), outermost first; where they",
+            "disagree, the nearer file wins, and the user's own requests win over both.",
+            "",
+            extra.strip(),
+        ]
     return "\n".join(lines) + "\n"
 
 

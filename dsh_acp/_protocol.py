@@ -11,11 +11,11 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic import BaseModel, ValidationError
 
-from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, ToolRegistry
+from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, TextBlock, ToolRegistry
 
 from ._bridge import RenderContext, notice, wire_block
 from ._coalesce import CoalescePolicy
-from ._commands import available_commands, parse_command, tools_text
+from ._commands import MODEL_COMMANDS, available_commands, model_instruction, parse_command, tools_text
 from ._config import AgentConfig, ModelChoice
 from ._connection import (
     AUTH_REQUIRED,
@@ -27,6 +27,7 @@ from ._connection import (
     Reply,
     RpcError,
 )
+from ._instructions import ProjectInstructions
 from ._model import ContextOverflow, ModelAuthError, ModelError, UserMessage
 from ._modes import MODES, PermissionState, mode_gate, modes_wire
 from ._options import REASONING_OPTION, boolean_options_supported, config_options
@@ -103,10 +104,13 @@ class Protocol:
             if config.state_dir is not None
             else None
         )
+        self.instructions = ProjectInstructions(config.instruction_files)
         self.settings = LoopSettings(
             max_model_requests=config.max_model_requests,
             coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),
-            system_prompt=lambda session: system_prompt(session.cwd, session.registry.schemas()),
+            system_prompt=lambda session: system_prompt(
+                session.cwd, session.registry.schemas(), self.instructions.text(session.cwd)
+            ),
         )
         self._io = SessionIO(notify=connection.notify, request=connection.request)
         self._methods: dict[str, Callable[[Any], Awaitable[dict[str, Any] | Reply]]] = {
@@ -249,7 +253,10 @@ class Protocol:
         return failures
 
     def _after_answer(
-        self, session: Session, failures: list[str], skipped: list[str] = ()  # type: ignore[assignment]
+        self,
+        session: Session,
+        failures: list[str],
+        skipped: list[str] = (),  # type: ignore[assignment]
     ) -> Callable[[], Awaitable[None]]:
         """What follows a session's answer: its commands, why any MCP server is missing, and which
         lines of its log could not be read (told, not logged: the next load tells it again)."""
@@ -529,6 +536,11 @@ class Protocol:
         runner = TurnRunner(session, self.settings, self.config.message_ids, turn_index=session.prompts)
         session.prompts += 1
         command = parse_command(prompt)
+        model_prompt = prompt
+        if command is not None and command[0] in MODEL_COMMANDS:
+            # The model does the work (its writes ask as any write does); the user sees what they typed.
+            model_prompt = (TextBlock(text=model_instruction(*command)),)
+            command = None
         stop: StopReason = "cancelled"
         try:
             with turn.scope:
@@ -540,7 +552,9 @@ class Protocol:
                 if command is not None:
                     event["command"] = command[0]  # commands are not part of the model's conversation
                 else:
-                    session.history.append(UserMessage(prompt))
+                    session.history.append(UserMessage(model_prompt))
+                    if model_prompt is not prompt:
+                        event["model_content"] = [wire_block(block) for block in model_prompt]
                 session.record(event)
                 if command is not None:
                     stop = await self._run_command(session, runner, *command)
@@ -555,7 +569,7 @@ class Protocol:
             session.record({"type": "stop", "reason": stop})
             if turn.log_error is not None:
                 raise turn.log_error
-            if stop != "cancelled" and command is None and session.title is None:
+            if stop != "cancelled" and command is None and model_prompt is prompt and session.title is None:
                 if getattr(session.model, "writes_titles", False) and prompt_words(prompt):
                     # One short request after the answer: the user is not kept waiting for it.
                     session.title = ""  # taken: a quick second turn does not ask again

@@ -185,7 +185,9 @@ def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
         if kind == "user":
             state.prompts += 1
             if not event.get("command"):
-                state.history.append(UserMessage(_blocks(event.get("content", ()))))
+                # A model command (``/init``) gave the model an instruction in place of the text.
+                content = event.get("model_content") or event.get("content", ())
+                state.history.append(UserMessage(_blocks(content)))
         elif kind == "assistant" and event.get("aside"):
             continue  # said to the user outside the model (a command's answer)
         elif kind == "compact":

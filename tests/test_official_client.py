@@ -386,7 +386,7 @@ def test_the_turn_closes_every_call_and_ends(run: Run) -> None:
 
 MODEL_ID = "script:model.json"  # drive.mjs hands the agent its script as <state dir>/model.json
 MODE_IDS = ["default", "accept_edits", "plan", "bypass"]
-COMMANDS = ["compact", "mode", "model", "tools"]
+COMMANDS = ["compact", "init", "mode", "model", "tools"]
 REFERENCE_TOOLS = [
     "bash",
     "bash_output",

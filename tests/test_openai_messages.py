@@ -211,7 +211,8 @@ def test_system_prompt_states_cwd_and_conventions() -> None:
 def test_system_prompt_is_deterministic_and_takes_extra() -> None:
     first = system_prompt("/p", TOOLS, extra="Use tabs.")
     assert first == system_prompt("/p", TOOLS, extra="Use tabs.")
-    assert first.endswith("# Instructions\nUse tabs.\n")
+    assert first.endswith("\n\nUse tabs.\n")
+    assert "# Project instructions" in first
     assert "20" not in first  # no dates, no years
 
 
