@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from dsh_tools import ToolError, ToolExecution
 
@@ -20,7 +21,17 @@ def absolute(execution: ToolExecution, path: str) -> str:
         if execution.cwd is None:
             raise ToolError(f"{path!r} is a relative path and this session has no working directory")
         path = os.path.join(execution.cwd, path)
-    return os.path.normpath(path)
+    path = os.path.normpath(path)
+    if "\\x" in path and not os.path.lexists(path):
+        # The tools show a byte of a name that is not UTF-8 as \xNN: a path copied from their
+        # results names the file that has those bytes (when no file has the escape itself).
+        raw = _SHOWN_BYTE.sub(lambda match: chr(0xDC00 + int(match[1], 16)), path)
+        if os.path.lexists(raw):
+            return raw
+    return path
+
+
+_SHOWN_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
 
 
 def workspace_roots(execution: ToolExecution) -> tuple[str, ...]:

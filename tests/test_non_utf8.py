@@ -71,6 +71,7 @@ async def test_non_utf8_names_contents_and_output_are_escaped_end_to_end(
         _step("glob", "glob", {"pattern": "**/*.txt"}),
         _step("grep", "grep", {"pattern": "needle"}),
         _step("ls", "ls", {"path": "."}),
+        _step("read", "read", {"file_path": SHOWN}),  # the name as the tools showed it
         _step(
             "bash",
             "bash",
@@ -94,6 +95,7 @@ async def test_non_utf8_names_contents_and_output_are_escaped_end_to_end(
     assert f"{root}/{SHOWN}:1:needle in a badly named file" in texts["grep"]
     assert f"{root}/sub/latin1.txt:1:caf\\xe9 needle" in texts["grep"]
     assert f"  {SHOWN}\n" in texts["ls"]
+    assert "1\tneedle in a badly named file" in texts["read"]
     assert "out-\\xff\\xfe" in texts["bash"]
     assert "err-\\xff" in texts["bash"]
     assert SHOWN in texts["bash"]  # ls run by bash
