@@ -7,6 +7,7 @@ against the official ACP schema, and golden wire scenarios with a pytest integra
 
 from ._checks import wire_problems
 from ._client import ZED_CAPABILITIES, AcpClient, PermissionAnswer, WireLine
+from ._fuzz import FrameGenerator, FuzzReport, fuzz_agent
 from ._golden import Normalizer, golden_diff
 from ._scenario import (
     Mode,
@@ -23,6 +24,8 @@ __all__ = [
     "ZED_CAPABILITIES",
     "AcpClient",
     "AcpSchema",
+    "FrameGenerator",
+    "FuzzReport",
     "Mode",
     "Normalizer",
     "PermissionAnswer",
@@ -33,6 +36,7 @@ __all__ = [
     "WireLine",
     "check_scenario",
     "discover_scenarios",
+    "fuzz_agent",
     "golden_diff",
     "locate_schema",
     "run_scenario",
