@@ -10,9 +10,9 @@ when its parent dies, so stopping a command reaches its whole tree. The agent ta
 over a socket; when the agent dies (SIGKILL, OOM killer: no ``finally`` runs) the kernel closes
 those sockets, and each warden kills its tree.
 
-Spawning this way costs the agent a message, not a fork: the time does not grow with the agent's
-memory. The guard is started by ``subprocess`` without a ``preexec_fn``, so even that first spawn
-uses ``vfork``.
+Spawning this way costs the agent a message to a warden forked ahead of need, not a fork: the
+time does not grow with the agent's memory. The guard is started by ``subprocess`` without a
+``preexec_fn``, so even that first spawn uses ``vfork``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ _GUARD_ENV = {"LC_ALL": "C.UTF-8"}
 
 
 class _Guard:
-    """The agent's side of the guard process: a socket it sends spawn requests to."""
+    """The agent's side of the guard process: the socket wardens come from."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -61,15 +61,16 @@ class _Guard:
         job, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with self._lock:
-                for attempt in range(2):
-                    guard = self._ready()
+                for attempt in range(3):
+                    warden = self._warden()
                     try:
-                        socket.send_fds(guard, [payload], [*fds, theirs.fileno()])
+                        socket.send_fds(warden, [payload], [*fds, theirs.fileno()])
                         break
                     except (BrokenPipeError, ConnectionError):
-                        if attempt:  # a guard that dies as it starts: give up rather than loop
+                        if attempt == 2:  # wardens that die as they start: give up rather than loop
                             raise
-                        self._close()  # it went away (killed?): the next round starts another
+                    finally:
+                        warden.close()
         except BaseException:
             job.close()
             raise
@@ -90,6 +91,26 @@ class _Guard:
             raise OSError(int(code) or errno.EIO, message, filename or None)
         raise OSError(errno.EIO, "the process guard could not start the command")
 
+    def _warden(self) -> socket.socket:
+        """A socket to a warden ready for a request (the guard sends one ahead of need)."""
+        for attempt in range(2):
+            guard = self._ready()
+            try:
+                _message, fds, _flags, _addr = socket.recv_fds(guard, 16, 1)
+            except OSError:
+                fds = []
+            if fds:
+                os.set_inheritable(fds[0], False)  # received descriptors come without close-on-exec
+                try:
+                    guard.send(b"N")  # prepare the next one
+                except OSError:
+                    pass  # the guard went away: the next spawn starts another
+                return socket.socket(fileno=fds[0])
+            if attempt:
+                break
+            self._close()  # the guard went away (killed?): start another
+        raise OSError(errno.EIO, "the process guard did not answer")
+
     def _ready(self) -> socket.socket:
         if self._socket is None or self._owner != os.getpid():
             protect_environment()  # before the first child exists
@@ -107,6 +128,7 @@ class _Guard:
                 raise
             finally:
                 theirs.close()
+            ours.settimeout(_START_TIMEOUT_S)
             self._socket, self._owner = ours, os.getpid()
         return self._socket
 

@@ -1,17 +1,18 @@
-"""The guard process: started once per agent, it spawns every command and keeps its whole tree.
+"""The guard process: started once per agent, it prepares a warden for every command.
 
 Run as ``python -I -S _warden.py`` with a ``SOCK_SEQPACKET`` socket to the agent as its stdin; it
 imports only the standard library and is never imported by the agent (its behaviour is tested
-through ``_process``, which drives it). One process, the *guard*, reads spawn requests from that
-socket and forks one *warden* per request. Both are child subreapers (``PR_SET_CHILD_SUBREAPER``,
-Linux): a process that leaves its group (``setsid``, a double fork) and loses its parent is
-re-parented to its warden, never to init, so the warden can always find it.
+through ``_process``, which drives it). The *guard* forks *wardens* ahead of need and hands the
+agent a socket to each (message ``S`` with the socket in ``SCM_RIGHTS``); the agent sends a spawn
+request straight to the warden it holds, then asks for the next (``N``). Guard and wardens are
+child subreapers (``PR_SET_CHILD_SUBREAPER``, Linux): a process that leaves its group (``setsid``,
+a double fork) and loses its parent is re-parented to its warden, never to init, so the warden can
+always find it.
 
 A request is one message: ``marshal`` of ``(argv, cwd, env)`` carrying four descriptors in
 ``SCM_RIGHTS`` (the command's stdin, stdout and stderr, and the warden's end of a socket pair whose
-other end the agent keeps: the *job socket*). The warden starts the command leading a new process group
-(its own process group, in the guard's session, which has no controlling terminal) and speaks on
-the job socket:
+other end the agent keeps: the *job socket*). The warden starts the command leading a new process
+group (in the guard's session, which has no controlling terminal) and speaks on the job socket:
 
 - warden → agent: ``P<pid>`` once started (or ``F<errno>\\0<strerror>\\0<filename>`` if it could not),
   ``X<returncode>`` when the leader exits (``-N``: killed by signal N), ``E`` when no process of the
@@ -20,10 +21,11 @@ the job socket:
   socket closing (the agent closed it, exited or was SIGKILLed) means ``K``.
 
 The guard sees its own socket close when the agent is gone; it then waits for its wardens (each
-of which saw its job socket close and is killing its tree) and SIGKILLs anything a killed warden
-left to it. Everything it spawns runs with the environment the agent sent; its own environment is
-the near-empty one the agent started it with, so nothing reading ``/proc/<pid>/environ`` up the
-tree finds the agent's secrets here.
+of which saw its job socket close and is killing its tree, or saw the agent's end of its request
+socket close and exits) and SIGKILLs anything a killed warden left to it. Everything a warden
+spawns runs with the environment the agent sent; their own environment is the near-empty one the
+agent started the guard with, so nothing reading ``/proc/<pid>/environ`` up the tree finds the
+agent's secrets here.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 _MAX_REQUEST = 4 << 20
 _KILL_PASS_S = 0.01
 """How often a tree being killed is searched again: a process re-parented to us sends no signal."""
+_REPLENISH_DELAY_S = 0.003
 _GIVE_UP_S = 30.0
 """How long to keep killing a tree that will not die (a process stuck in the kernel) before leaving."""
 
@@ -141,7 +144,7 @@ def _start(
     )
 
 
-def _warden(guard: socket.socket) -> None:
+def _warden(requests: socket.socket) -> None:
     """One command's keeper: a fork of the guard, made before its request comes (never returns).
 
     Everything that does not need the request is done first, off the path of the spawn: in a
@@ -165,10 +168,10 @@ def _warden(guard: socket.socket) -> None:
         except OSError:
             pass
     try:
-        request, fds, _flags, _addr = socket.recv_fds(guard, _MAX_REQUEST, 4)
+        request, fds, _flags, _addr = socket.recv_fds(requests, _MAX_REQUEST, 4)
     except OSError:
         os._exit(0)
-    guard.close()
+    requests.close()
     if len(fds) != 4:
         os._exit(0)  # the agent is gone (no request), or a malformed one: nothing to keep
     stdin, stdout, stderr, job_fd = fds
@@ -265,34 +268,33 @@ def main() -> None:
             theirs.close()
         return ours
 
+    def offer() -> None:
+        """Fork a warden and hand the agent its socket: the agent's next spawn goes to it directly."""
+        try:
+            warden = fork_warden()
+        except OSError:
+            return  # the agent waits for a warden, and reports it could not start the command
+        try:
+            socket.send_fds(agent, [b"S"], [warden.fileno()])
+        except OSError:
+            pass  # the agent is gone: the warden sees its socket close, and exits
+        finally:
+            warden.close()
+
     signal.signal(signal.SIGCHLD, reap_wardens)
     gc.freeze()  # what exists now is never collected: a collection in a fork would copy it all
-    spare: socket.socket | None = None
+    offer()
     while True:
-        if spare is None:
-            try:
-                spare = fork_warden()  # ready before the request that needs it
-            except OSError:
-                spare = None  # could not fork: the next request's job socket closes unanswered
         try:
-            request, fds, _flags, _addr = socket.recv_fds(agent, _MAX_REQUEST, 4)
+            message = agent.recv(16)
         except OSError:
             break
-        if not request:
+        if not message:
             break  # the agent is gone (or closed us): each warden sees its own job socket close
-        try:
-            if len(fds) == 4 and spare is not None:
-                socket.send_fds(spare, [request], fds)
-        except OSError:
-            pass  # that warden died: the job socket closes, and the agent reports it could not start
-        finally:
-            for fd in fds:
-                os.close(fd)
-            if spare is not None:
-                spare.close()
-                spare = None
-    if spare is not None:
-        spare.close()  # the warden waiting for a request sees it will get none, and exits
+        if message == b"N":  # the agent took the warden it had: prepare the next
+            # Not at once: the spawn that warden is doing would have to share the CPU with the fork.
+            time.sleep(_REPLENISH_DELAY_S)
+            offer()
     # Stay the subreaper of last resort until every warden has finished its tree.
     deadline = time.monotonic() + _GIVE_UP_S
     while time.monotonic() < deadline:
