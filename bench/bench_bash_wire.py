@@ -10,7 +10,8 @@ agent's CPU ≤ 2 ms per MB (the command's own CPU is not the agent's: it runs i
   ``_meta.terminal_output`` and reads the live ``terminal_output`` updates.
 - ``bare``: this file with ``--bare``: an asyncio + orjson loop with no framework that runs the
   same command with ``asyncio.create_subprocess_exec`` and relays each read (≤ 64 KiB, decoded
-  incrementally as UTF-8) as one ``terminal_output`` notification: the floor.
+  incrementally as UTF-8) as one ``terminal_output`` notification: the floor. It keeps the
+  system's default pipe sizes (64 KiB) where dsh-acp widens its pipes to 1 MiB (``widen_pipe``).
 
 The client hashes the decoded ``data`` of every update (nothing is stored) and checks length and
 SHA-256 against the command's own output: every byte exactly once. Figures, medians over

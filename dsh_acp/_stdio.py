@@ -23,6 +23,8 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.lowlevel import checkpoint
 
+from dsh_tools import widen_pipe
+
 __all__ = ["FdReceiveStream", "FdSendStream", "protocol_stdio"]
 
 # How a file descriptor is waited on.
@@ -193,6 +195,9 @@ def protocol_stdio() -> Iterator[tuple[FdReceiveStream, FdSendStream]]:
     # os.dup makes the copies non-inheritable, so children never see the protocol's pipes.
     protocol_in = os.dup(0)
     protocol_out = os.dup(1)
+    # A pipe to the editor that holds 1 MiB: a burst of output leaves in whole messages, not a page
+    # at a time as the editor reads.
+    widen_pipe(protocol_out)
     saved_in = os.dup(0)
     saved_out = os.dup(1)
     old_stdout, old_stdin = sys.stdout, sys.stdin

@@ -49,6 +49,7 @@ from ._execution import (
     ToolExecutionResult,
     ToolResult,
 )
+from ._pipes import widen_pipe
 from ._registry import (
     ChangeListener,
     Disposer,
@@ -164,5 +165,6 @@ __all__ = [
     "text",
     "tools_markdown",
     "validate_args",
+    "widen_pipe",
     "without_secrets",
 ]

@@ -28,7 +28,7 @@ from ._process import ProcessGroup, signal_name
 __all__ = ["BashSettings", "Job", "Shell", "SpawnError", "command_env"]
 
 _log = logging.getLogger("reference_tools.bash")
-_CHUNK = 64 * 1024
+_CHUNK = 256 * 1024  # a read takes this much of what a widened pipe holds
 
 
 @dataclass(frozen=True, slots=True)

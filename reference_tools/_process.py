@@ -31,6 +31,8 @@ from pathlib import Path
 
 import anyio
 
+from dsh_tools import widen_pipe
+
 from ._environ import protect_environment
 
 __all__ = ["GuardedProcess", "ProcessGroup", "signal_name", "spawn_group", "spawn_guarded"]
@@ -261,6 +263,8 @@ def spawn_group(
     """``spawn_guarded`` with new pipes for stdout and stderr: the process and their read ends."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    for fd in (out_r, err_r):  # a command that prints a lot runs ahead of us in bigger steps
+        widen_pipe(fd)
     try:
         process = spawn_guarded(argv, cwd=cwd, env=env, stdin=stdin, stdout=out_w, stderr=err_w)
     except BaseException:
