@@ -61,15 +61,24 @@ class _ServerProcess:
 
     def __init__(self, popen: GuardedProcess, stdin: int, stdout: int, stderr: int) -> None:
         self.popen = popen
-        self.pid = popen.pid  # a session leader's: also its process group id
         self.stdin = FdSendStream(stdin, close_fd=True)
         self.stdout = FdReceiveStream(stdout, close_fd=True)
         self.stderr = FdReceiveStream(stderr, close_fd=True)
 
     @property
+    def pid(self) -> int:
+        """The server's pid (a group leader's: also its process group id), once it started."""
+        return self.popen.pid
+
+    @property
     def returncode(self) -> int | None:
         """The exit status once the server has exited (negative: killed by that signal)."""
         return self.popen.poll()
+
+    @property
+    def gone(self) -> bool:
+        """Whether nothing of the server's tree runs any more (its status may never be known)."""
+        return not self.popen.alive()
 
     async def aclose(self) -> None:
         """Close our ends of the pipes, then wait for the exit (bound it: this does not)."""
@@ -109,7 +118,7 @@ async def _exit_of(process: _ServerProcess) -> None:
     delay indefinitely.
     """
     delay = 0.002
-    while process.returncode is None:
+    while process.returncode is None and not process.gone:
         await anyio.sleep(delay)
         delay = min(delay * 2, 0.05)
 
@@ -170,7 +179,16 @@ class StdioServerProcess:
             for stream in (to_session, from_server, to_server, from_session):
                 stack.callback(stream.close)
             process = _spawn([self.command, *self.args], cwd=self.cwd, env=self.env)
-            # No await between the spawn and this: a cancellation there would leak the process.
+            try:
+                await process.popen.started()  # OSError if it could not start
+            except BaseException:
+                process.popen.close()  # its warden kills whatever did start
+                with anyio.CancelScope(shield=True):
+                    await process.stdin.aclose()
+                    await process.stdout.aclose()
+                    await process.stderr.aclose()
+                raise
+            # No await between the start and this: a cancellation there would leak the process.
             stack.push_async_callback(self._stop, process)
             self._process = process
             self.pid = process.pid

@@ -214,14 +214,14 @@ class Shell:
         self._paths: list[str] = []
         self._lock = threading.Lock()  # spill paths are asked for on background threads too
 
-    def start(self, command: str, cwd: str, *, background: bool) -> Job:
+    async def start(self, command: str, cwd: str, *, background: bool) -> Job:
         """Spawn ``command`` in ``cwd``; raises ``SpawnError`` when it cannot start."""
-        if not os.path.isdir(cwd):
+        if not os.path.isdir(cwd):  # noqa: ASYNC240 - one stat of a local directory
             raise SpawnError(f"the working directory {cwd} does not exist")
         env = command_env(self.settings)
         env["PWD"] = cwd  # bash trusts an inherited PWD that names the same directory (symlinks)
         try:
-            process = ProcessGroup.spawn([self.settings.shell, "-c", command], cwd=cwd, env=env)
+            process = await ProcessGroup.spawn([self.settings.shell, "-c", command], cwd=cwd, env=env)
         except OSError as error:
             raise SpawnError(f"could not start {self.settings.shell}: {error}") from None
         kind: Literal["cmd", "bg"] = "bg" if background else "cmd"

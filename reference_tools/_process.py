@@ -57,8 +57,9 @@ class _Guard:
 
     def spawn(
         self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str], fds: tuple[int, int, int]
-    ) -> tuple[int, socket.socket]:
-        """Start ``argv`` with ``fds`` as its stdin, stdout and stderr; its pid and job socket."""
+    ) -> socket.socket:
+        """Hand ``argv`` to a warden, ``fds`` its stdin, stdout and stderr; the job socket, on
+        which the warden says (``P``/``F``) whether it started."""
         payload = marshal.dumps((list(argv), cwd, dict(env)))
         job, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -78,20 +79,8 @@ class _Guard:
             raise
         finally:
             theirs.close()
-        try:
-            job.settimeout(_START_TIMEOUT_S)
-            reply = job.recv(4096)
-            job.setblocking(False)
-        except BaseException:
-            job.close()
-            raise
-        if reply[:1] == b"P":
-            return int(reply[1:]), job
-        job.close()
-        if reply[:1] == b"F":
-            code, message, filename = reply[1:].decode("utf-8", "surrogateescape").split("\0")
-            raise OSError(int(code) or errno.EIO, message, filename or None)
-        raise OSError(errno.EIO, "the process guard could not start the command")
+        job.setblocking(False)
+        return job
 
     def _warden(self) -> socket.socket:
         """A socket to a warden ready for a request (the guard sends one ahead of need)."""
@@ -156,18 +145,62 @@ atexit.register(_guard.close)
 
 
 class GuardedProcess:
-    """A process started by ``spawn_guarded``: its leader's pid (also its group id), its exit
-    status once known, and control over its whole tree, which its warden keeps.
+    """A process handed to a warden by ``spawn_guarded``: ``await started()`` for its leader's
+    pid (also its group id) or why it could not start; then its exit status once known, and
+    control over its whole tree, which its warden keeps.
 
-    Use it from one thread at a time.
+    A background command is pumped on a thread of its own while ``bash_kill`` stops it from the
+    event loop's: the state is plain assignments, and the socket is closed only once no thread
+    waits on it.
     """
 
-    def __init__(self, pid: int, job: socket.socket) -> None:
-        self.pid = pid
+    def __init__(self, job: socket.socket) -> None:
         self.returncode: int | None = None
         """The leader's exit status once it exited (negative: killed by that signal)."""
         self._job = job
         self._gone = False
+        self._pid: int | None = None
+        self._start_error: OSError | None = None
+        self._waiting = 0
+        self._closing = False
+
+    async def started(self) -> int:
+        """Until the command runs: its pid. ``OSError`` if it could not start (the process is then
+        gone). The spawn itself only hands the command over: the agent never waits for it."""
+        while self._pid is None and not self._gone:
+            await self._event()
+        return self._started()
+
+    @property
+    def pid(self) -> int:
+        """The leader's pid (blocks until the warden says it, if ``started()`` was not awaited)."""
+        if self._pid is None and not self._gone:
+            self._job.settimeout(_START_TIMEOUT_S)
+            try:
+                self._read(self._job.recv(4096))
+            except OSError:
+                self._gone = True
+            finally:
+                self._job.setblocking(False)
+        return self._started()
+
+    def _started(self) -> int:
+        if self._pid is not None:
+            return self._pid
+        raise self._start_error or OSError(errno.EIO, "the process guard could not start the command")
+
+    def _read(self, message: bytes) -> None:
+        kind = message[:1]
+        if kind == b"P":
+            self._pid = int(message[1:])
+        elif kind == b"F":
+            code, text, filename = message[1:].decode("utf-8", "surrogateescape").split("\0")
+            self._start_error = OSError(int(code) or errno.EIO, text, filename or None)
+            self._gone = True
+        elif kind == b"X":
+            self.returncode = int(message[1:].rstrip(b"E"))
+        if message[-1:] == b"E" or not message:  # E, or the warden is gone: nothing is left
+            self._gone = True
 
     def poll(self) -> int | None:
         """The leader's exit status if it has exited, else ``None`` (never blocks)."""
@@ -190,16 +223,19 @@ class GuardedProcess:
             except OSError:
                 message = b""
             heard = True
-            if message[:1] == b"X":
-                self.returncode = int(message[1:].rstrip(b"E"))
-            if message[-1:] == b"E" or not message:  # E, or the warden is gone: nothing is left
-                self._gone = True
+            self._read(message)
         return heard
 
     async def _event(self) -> None:
         """Until the warden says something (or goes)."""
         if not self._pump() and not self._gone:
-            await anyio.wait_readable(self._job)
+            self._waiting += 1
+            try:
+                await anyio.wait_readable(self._job)
+            finally:
+                self._waiting -= 1
+                if self._closing and not self._waiting:
+                    self._job.close()
             self._pump()
 
     async def wait(self) -> int | None:
@@ -231,30 +267,40 @@ class GuardedProcess:
 
     def close(self) -> None:
         """Let go of the tree: whatever still runs of it is killed (idempotent)."""
-        if self._job.fileno() >= 0:
-            self._pump()
+        if self._closing or self._job.fileno() < 0:
+            return
+        self._pump()
+        self._closing = self._gone = True
+        try:
+            # The warden sees the end now (and kills what is left); a thread waiting on the socket
+            # wakes up, and the last one out closes it.
+            self._job.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if not self._waiting:
             self._job.close()
-            self._gone = True
 
 
 def spawn_guarded(
     argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], stdin: int, stdout: int, stderr: int
 ) -> GuardedProcess:
-    """Start ``argv`` leading a new process group, kept by a warden (see the module's docstring).
+    """Hand ``argv`` to a warden, to run leading a new process group (see the module's docstring);
+    ``await process.started()`` for its pid, or the ``OSError`` that kept it from starting.
 
     ``stdin``, ``stdout`` and ``stderr`` are file descriptors, or ``subprocess.DEVNULL``; the
-    caller keeps (and closes) its own. ``OSError`` when it cannot start. Any thread may call it.
+    caller keeps (and closes) its own. ``OSError`` when the guard cannot be reached. Any thread may
+    call it.
     """
     devnull = -1
     if subprocess.DEVNULL in (stdin, stdout, stderr):
         devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     try:
         fds = tuple(devnull if fd == subprocess.DEVNULL else fd for fd in (stdin, stdout, stderr))
-        pid, job = _guard.spawn(argv, cwd, env, (fds[0], fds[1], fds[2]))
+        job = _guard.spawn(argv, cwd, env, (fds[0], fds[1], fds[2]))
     finally:
         if devnull >= 0:
             os.close(devnull)
-    return GuardedProcess(pid, job)
+    return GuardedProcess(job)
 
 
 def spawn_group(
@@ -296,17 +342,27 @@ class ProcessGroup:
 
     def __init__(self, proc: GuardedProcess, stdout: int, stderr: int) -> None:
         self.proc = proc
-        self.pgid = proc.pid  # a session leader's group id is its pid
         self.stdout = stdout
         self.stderr = stderr
 
     @classmethod
-    def spawn(cls, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> ProcessGroup:
+    async def spawn(cls, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> ProcessGroup:
         """Start ``argv`` in ``cwd``; raises ``OSError`` when it cannot start."""
         proc, out_r, err_r = spawn_group(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+        group = cls(proc, out_r, err_r)
+        try:
+            await proc.started()
+        except BaseException:
+            group.close()  # the warden kills whatever did start
+            raise
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
-        return cls(proc, out_r, err_r)
+        return group
+
+    @property
+    def pgid(self) -> int:
+        """The group's id: its leader's pid."""
+        return self.proc.pid
 
     @property
     def returncode(self) -> int | None:

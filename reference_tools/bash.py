@@ -143,7 +143,7 @@ async def _bash(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         args.get("timeout_ms"), settings, math.inf if background else settings.default_timeout_s
     )
     try:
-        job = shell.start(args["command"], cwd, background=background)
+        job = await shell.start(args["command"], cwd, background=background)
     except _SpawnError as error:
         meta = {"exit_code": None, "signal": None, "cwd": cwd, "error": str(error)}
         return ToolOutput([text(f"Error: {error}")], meta=meta, is_error=True)
