@@ -47,6 +47,8 @@ _PR_SET_CHILD_SUBREAPER = 36
 _MAX_REQUEST = 4 << 20
 _KILL_PASS_S = 0.01
 """How often a tree being killed is searched again: a process re-parented to us sends no signal."""
+_READY_WARDENS = 2
+"""How many wardens the agent holds ready: two commands in quick succession need not wait for a fork."""
 _REPLENISH_DELAY_S = 0.003
 _GIVE_UP_S = 30.0
 """How long to keep killing a tree that will not die (a process stuck in the kernel) before leaving."""
@@ -283,7 +285,8 @@ def main() -> None:
 
     signal.signal(signal.SIGCHLD, reap_wardens)
     gc.freeze()  # what exists now is never collected: a collection in a fork would copy it all
-    offer()
+    for _ in range(_READY_WARDENS):
+        offer()
     while True:
         try:
             message = agent.recv(16)
