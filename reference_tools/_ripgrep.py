@@ -249,7 +249,7 @@ async def _run(argv: list[str], cwd: str) -> tuple[int, bytes] | None:
     """Run ripgrep; its exit status and stdout, or ``None`` when it cannot start or its status
     cannot be learned."""
     try:
-        group = ProcessGroup.spawn(argv, cwd=cwd, env={})
+        group = await ProcessGroup.spawn(argv, cwd=cwd, env={})
     except OSError:
         return None
     out, err = bytearray(), bytearray()  # stderr is drained so that rg never blocks on it

@@ -13,6 +13,7 @@ agent's own environment unreadable to its children (``protect_environment``).
 The pattern (``spawn_group`` does the spawn with stdout/stderr pipes)::
 
     process, out_r, err_r = spawn_group(argv, cwd=cwd, env=env, stdin=fd)
+    pid = await process.started()  # OSError if it could not start; close() it then too
     ...
     process.terminate_tree()  # SIGTERM the group and whatever left it
     if not await process.wait_gone(grace):
