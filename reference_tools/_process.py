@@ -41,6 +41,8 @@ _KILL_WAIT_S = 2.0
 """How long to wait for SIGKILLed processes to be gone (only a process stuck in the kernel lasts)."""
 _START_TIMEOUT_S = 30.0
 """How long a spawn may wait for the guard (its first start imports a few modules)."""
+_MESSAGE_BYTES = 1 << 16
+"""Room for the longest message a warden sends (``F`` with a path): a datagram read short is cut."""
 _WARDEN = str(Path(__file__).with_name("_warden.py"))
 # The guard's own environment: what /proc/<guard>/environ shows. Nothing of the agent's.
 _GUARD_ENV = {"LC_ALL": "C.UTF-8"}
@@ -177,7 +179,7 @@ class GuardedProcess:
         if self._pid is None and not self._gone:
             self._job.settimeout(_START_TIMEOUT_S)
             try:
-                self._read(self._job.recv(4096))
+                self._read(self._job.recv(_MESSAGE_BYTES))
             except OSError:
                 self._gone = True
             finally:
@@ -217,7 +219,7 @@ class GuardedProcess:
         heard = False
         while not self._gone:
             try:
-                message = self._job.recv(64)
+                message = self._job.recv(_MESSAGE_BYTES)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
