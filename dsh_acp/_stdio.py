@@ -184,6 +184,21 @@ class FdSendStream(ByteSendStream):
         await checkpoint()
 
 
+def _widen_pipe(fd: int) -> None:
+    """Let the pipe to the editor hold 1 MiB (Linux; 64 KiB by default), when it is one: a burst of
+    output leaves in whole messages, not a page at a time as the editor reads. (What
+    ``dsh_tools.widen_pipe`` does: not imported, as this runs before ``initialize``, which must not
+    wait for dsh_tools and pydantic.)"""
+    import fcntl
+
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is not None:
+        try:
+            fcntl.fcntl(fd, set_size, 1 << 20)
+        except OSError:  # not a pipe (a terminal, a file), or above the user's pipe quota
+            pass
+
+
 @contextmanager
 def protocol_stdio() -> Iterator[tuple[FdReceiveStream, FdSendStream]]:
     """Take over stdin/stdout for the protocol and yield ``(receive_stream, send_stream)``.
@@ -195,9 +210,7 @@ def protocol_stdio() -> Iterator[tuple[FdReceiveStream, FdSendStream]]:
     # os.dup makes the copies non-inheritable, so children never see the protocol's pipes.
     protocol_in = os.dup(0)
     protocol_out = os.dup(1)
-    # A pipe to the editor that holds 1 MiB: a burst of output leaves in whole messages, not a page
-    # at a time as the editor reads.
-    widen_pipe(protocol_out)
+    _widen_pipe(protocol_out)
     saved_in = os.dup(0)
     saved_out = os.dup(1)
     old_stdout, old_stdin = sys.stdout, sys.stdin
