@@ -23,8 +23,6 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.lowlevel import checkpoint
 
-from dsh_tools import widen_pipe
-
 __all__ = ["FdReceiveStream", "FdSendStream", "protocol_stdio"]
 
 # How a file descriptor is waited on.
