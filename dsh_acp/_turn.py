@@ -233,17 +233,31 @@ class TurnRunner:
         nothing to summarise."""
         session = self.session
         window = window or self._window()
-        budget = None
-        if window:
-            system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
-            ratio = session.chars_per_token or CHARS_PER_TOKEN
-            budget = int(window * SUMMARY_INPUT_SHARE * ratio) - len(system) - len(COMPACT_INSTRUCTION)
-            if budget <= 0:
+        share = SUMMARY_INPUT_SHARE
+        for attempt in range(3):
+            budget = None
+            if window:
+                system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
+                ratio = session.chars_per_token or CHARS_PER_TOKEN
+                budget = int(window * share * ratio) - len(system) - len(COMPACT_INSTRUCTION)
+                if budget <= 0:
+                    return False
+            cut = choose_cut(session.history, budget, keep_current_turn=mid_turn)
+            if cut is None:
                 return False
-        cut = choose_cut(session.history, budget, keep_current_turn=mid_turn)
-        if cut is None:
-            return False
-        summary = await self.summarize(compaction_id, cut.prefix)
+            try:
+                summary = await self.summarize(
+                    f"{compaction_id}-{attempt}" if attempt else compaction_id, cut.prefix
+                )
+                break
+            except ContextOverflow as error:
+                # Characters per token vary (a model's rambling output can be one token a
+                # character): the server said the summariser's input did not fit; send less.
+                window = error.context_window or window
+                if not window or attempt == 2:
+                    raise ModelError(no_room_message(window or 0)) from None
+                share /= 2
+        assert cut is not None
         if window:
             # A small model may ramble until its window is full: a summary larger than a quarter
             # of the window would leave no room, and the next compaction would only summarise it.
