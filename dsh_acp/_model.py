@@ -28,6 +28,7 @@ __all__ = [
     "ReasoningDelta",
     "TextDelta",
     "ToolCallRequest",
+    "ToolCallStart",
     "ToolResultMessage",
     "Usage",
     "UserMessage",
@@ -82,6 +83,15 @@ class ToolCallRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    """A tool call began streaming: its id and name are known, its arguments still coming (the
+    complete ``ToolCallRequest`` with the same id follows)."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts the provider reported for one request."""
 
@@ -102,7 +112,7 @@ class Finish:
     reason: FinishReason = "stop"
 
 
-ModelEvent = TextDelta | ReasoningDelta | ToolCallRequest | Usage | Finish
+ModelEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallRequest | Usage | Finish
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,7 @@ from ._model import (
     ReasoningDelta,
     TextDelta,
     ToolCallRequest,
+    ToolCallStart,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -386,6 +387,7 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: str = ""
+    started: bool = False
 
 
 class _Assembler:
@@ -426,13 +428,13 @@ class _Assembler:
                     events.append(TextDelta(content))
                 tool_calls = delta.get("tool_calls")
                 if isinstance(tool_calls, list):
-                    self._tool_deltas(tool_calls)
+                    self._tool_deltas(tool_calls, events)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
                 self.finish = reason
         return events
 
-    def _tool_deltas(self, deltas: list[Any]) -> None:
+    def _tool_deltas(self, deltas: list[Any], events: list[ModelEvent]) -> None:
         for position, delta in enumerate(deltas):
             if not isinstance(delta, dict):
                 continue
@@ -449,6 +451,11 @@ class _Assembler:
                     call.name = function["name"]
                 if isinstance(function.get("arguments"), str):
                     call.arguments += function["arguments"]
+            if call.name and not call.started:
+                # Announced as soon as its name is known: its arguments may stream for seconds.
+                call.started = True
+                call.id = call.id or f"call_{uuid.uuid4().hex}"
+                events.append(ToolCallStart(call.id, call.name))
 
     def end(self, saw_done: bool) -> list[ModelEvent]:
         if self.finish is None and not saw_done:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import anyio
@@ -24,6 +24,7 @@ from dsh_tools import (
     ContentBlock,
     Deny,
     PlanView,
+    TerminalCallView,
     TerminalOutput,
     TextBlock,
     ToolErrorInfo,
@@ -72,6 +73,7 @@ from ._model import (
     ReasoningDelta,
     TextDelta,
     ToolCallRequest,
+    ToolCallStart,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -153,6 +155,10 @@ class TurnRunner:
         self._calls: dict[str, _Call] = {}
         self._call_ids: set[str] = set()  # every tool-call id of the turn: each card has its own
         self._step: list[_Call] = []
+        self._early: dict[str, CallInfo] = {}
+        """Cards announced while their call streamed, not yet given their details."""
+        self._early_ids: dict[str, str] = {}
+        """The streaming calls' ids as the model sent them, to the unique ids they were given."""
         self._group: TaskGroup | None = None
         self.last_text_id: str | None = None
         self.last_usage: Usage | None = None
@@ -364,7 +370,16 @@ class TurnRunner:
                         }
                     )
                 elif type(event) is ToolCallRequest:
-                    calls.append(with_unique_id(event, self._call_ids))
+                    early_id = self._early_ids.pop(event.id, None)
+                    if early_id is None:
+                        calls.append(with_unique_id(event, self._call_ids))
+                    else:  # its id was made unique (and taken) when it began streaming
+                        calls.append(event if early_id == event.id else replace(event, id=early_id))
+                elif type(event) is ToolCallStart:
+                    if keep and event.id not in self._early_ids:
+                        unique = with_unique_id(ToolCallRequest(event.id, event.name, ""), self._call_ids).id
+                        self._early_ids[event.id] = unique
+                        await self._announce_early(ToolCallStart(unique, event.name))
                 elif type(event) is Usage:
                     self.last_usage = event
                     if event.input_tokens > 0 and (session.chars_per_token is None or session.usage_mark < 0):
@@ -383,6 +398,16 @@ class TurnRunner:
                 text="".join(text), reasoning="".join(reasoning), tool_calls=tuple(calls)
             )
             self.last_text_id = ids.get("text")
+            self._early_ids.clear()
+            if self._early:
+                # Cards announced while streaming whose call never completed (the stream failed
+                # or was cancelled) are closed now.
+                complete = {call.id for call in calls}
+                gone = [call_id for call_id in self._early if call_id not in complete]
+                with anyio.CancelScope(shield=True):
+                    for call_id in gone:
+                        del self._early[call_id]
+                        await send(status_update(call_id, "failed"))
             if keep and (text or reasoning or calls):
                 session.history.append(message)
             if keep and session.usage is self.last_usage:
@@ -511,9 +536,29 @@ class TurnRunner:
         if not self._record_call(call):
             return  # the log failed and the turn is stopping: the editor never hears of the call
         call.announced = True
+        early = self._early.pop(call.info.call_id, None) is not None
         if call.is_plan:
             return  # a plan is shown as the session's plan, not as a tool card
-        await self.session.send(announce_call(call.info, status, self.session.render))
+        update = announce_call(call.info, status, self.session.render)
+        if early:  # the card exists since the call began streaming: now it gets its details
+            update["sessionUpdate"] = "tool_call_update"
+        await self.session.send(update)
+
+    async def _announce_early(self, start: ToolCallStart) -> None:
+        """A ``pending`` card for a call whose arguments are still streaming (titled by its tool
+        until they are complete). Not for calls shown otherwise: a plan, a terminal."""
+        definition = self.session.registry.get(start.name)
+        if definition is None or definition.kind == "execute":
+            return
+        try:
+            view = definition.call_view({})
+        except Exception:  # a presenter that needs its arguments: the generic card for now
+            view = None
+        if isinstance(view, (PlanView, TerminalCallView)):
+            return
+        info = CallInfo(call_id=start.id, name=start.name, arguments={}, view=None, kind=definition.kind)
+        self._early[start.id] = info
+        await self.session.send(announce_call(info, "pending", self.session.render))
 
     async def _dispatched(self, execution: ToolExecution) -> None:
         call = self._calls[execution.call_id]
@@ -618,6 +663,9 @@ class TurnRunner:
     async def close_open_calls(self) -> None:
         """After a cancel: close every announced, unfinished call as ``failed``, and settle the
         conversation so that every tool call of the interrupted step has a result."""
+        for call_id in list(self._early):
+            del self._early[call_id]
+            await self.session.send(status_update(call_id, "failed"))
         for call in self._calls.values():
             if call.announced and not call.finished and not call.is_plan:
                 call.finished = True

@@ -16,6 +16,7 @@ from fake_openai import (
     Reply,
     chunk,
     conversation_problem,
+    sse,
     stream_reply,
     tool_delta,
 )
@@ -330,3 +331,55 @@ async def test_a_call_cut_off_by_the_output_limit_fails_and_the_model_hears_why(
     assert call["tool_calls"][0]["function"]["arguments"] == "{}"  # what strict servers can parse
     result = next(m for m in sent_messages if m["role"] == "tool")
     assert "output limit" in result["content"]
+
+
+@pytest.mark.anyio
+async def test_a_call_is_shown_while_its_arguments_stream_and_closed_if_they_never_complete(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    streaming = Reply(
+        chunks=sse(chunk(tool_calls=[tool_delta(0, id="call_0", name="read", arguments='{"pa')]), done=False),
+        then="stall",
+    )
+    replies = [
+        streaming,
+        stream_reply(
+            chunk(tool_calls=[tool_delta(0, id="call_0", name="ls", arguments='{"path": "."}')]),
+            chunk(finish="tool_calls"),
+        ),
+        stream_reply(chunk("Listed."), chunk(finish="stop")),
+    ]
+    async with FakeOpenAI(replies, strict=True, title="T") as server:
+        args = ["--model", "openai:fake", "--base-url", server.base_url, "--state-dir", str(tmp_path / "s")]
+        async with AcpClient.in_memory(build_config(args), schema=acp_schema) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            outcome: dict[str, Any] = {}
+
+            async def run() -> None:
+                outcome.update(await client.prompt(sid, "read it"))
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(run)
+                    await client.wait_until(
+                        lambda: any(u["sessionUpdate"] == "tool_call" for u in client.updates(sid))
+                    )
+                    await client.cancel(sid)
+            assert outcome == {"stopReason": "cancelled"}
+            first = client.updates(sid)
+            assert await client.prompt(sid, "list") == {"stopReason": "end_turn"}
+            second = client.updates(sid)[len(first) :]
+        client.assert_valid()
+    card = [u for u in first if u.get("toolCallId") == "call_0"]
+    assert [(u["sessionUpdate"], u.get("status")) for u in card] == [
+        ("tool_call", "pending"),
+        ("tool_call_update", "failed"),
+    ]
+    statuses = [
+        (u["sessionUpdate"], u.get("status")) for u in second if u.get("toolCallId", "").startswith("call_0")
+    ]
+    assert statuses[0] == ("tool_call", "pending")
+    assert statuses[-1] == ("tool_call_update", "completed")
+    assert ("tool_call_update", "failed") not in statuses
+    assert server.refused == []

@@ -96,8 +96,9 @@ async def test_a_turn_against_a_local_server(
     kinds = [u["sessionUpdate"] for u in updates if u["sessionUpdate"] != "available_commands_update"]
     assert kinds == [
         "agent_thought_chunk",
+        "tool_call",  # announced as soon as its name streamed in, while its arguments still came
         "usage_update",
-        "tool_call",
+        "tool_call_update",  # its details, now that its arguments are complete
         "tool_call_update",
         "agent_message_chunk",
         "agent_message_chunk",
@@ -106,7 +107,15 @@ async def test_a_turn_against_a_local_server(
     usage = next(u for u in updates if u["sessionUpdate"] == "usage_update")
     assert (usage["used"], usage["size"]) == (1020, 32768)
     call = next(u for u in updates if u["sessionUpdate"] == "tool_call")
-    assert (call["toolCallId"], call["name"], call["kind"]) == ("call_1", "ls", "read")
+    assert (call["toolCallId"], call["name"], call["kind"], call["status"]) == (
+        "call_1",
+        "ls",
+        "read",
+        "pending",
+    )
+    details = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    assert details[0]["rawInput"] == {"path": "."}
+    assert details[-1]["status"] == "completed"
     assert next(u for u in updates if u["sessionUpdate"] == "session_info_update")["title"] == (
         "Files in the folder"
     )

@@ -30,6 +30,7 @@ from dsh_acp._model import (
     ReasoningDelta,
     TextDelta,
     ToolCallRequest,
+    ToolCallStart,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -245,6 +246,10 @@ async def test_tool_call_deltas_are_assembled_by_index() -> None:
         events = await stream_once(server)
     assert events == [
         TextDelta("Reading both."),
+        # Each call is announced once its name is known, completed at the end.
+        ToolCallStart("call_a", "read"),
+        ToolCallStart("call_b", "grep"),
+        ToolCallStart("call_c", "ls"),
         ToolCallRequest("call_a", "read", '{"path": "a.py"}'),
         ToolCallRequest("call_b", "grep", '{"pattern": "\\u00e9\\"x\\"" }'),
         ToolCallRequest("call_c", "ls", "{}"),
@@ -288,7 +293,11 @@ async def test_cut_off_tool_calls_are_reported_as_cut_off() -> None:
     )
     async with FakeOpenAI([reply]) as server:
         events = await stream_once(server)
-    assert events == [ToolCallRequest("c", "read", '{"pa', cut_off=True), Finish("length")]
+    assert events == [
+        ToolCallStart("c", "read"),
+        ToolCallRequest("c", "read", '{"pa', cut_off=True),
+        Finish("length"),
+    ]
 
 
 async def test_tool_calls_with_stop_finish_count_as_tool_calls() -> None:
@@ -297,7 +306,7 @@ async def test_tool_calls_with_stop_finish_count_as_tool_calls() -> None:
     )
     async with FakeOpenAI([reply]) as server:
         events = await stream_once(server)
-    assert events == [ToolCallRequest("c", "ls", "{}"), Finish("tool_calls")]
+    assert events == [ToolCallStart("c", "ls"), ToolCallRequest("c", "ls", "{}"), Finish("tool_calls")]
 
 
 async def test_unknown_context_window_gives_usage_without_size() -> None:
