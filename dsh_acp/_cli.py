@@ -156,6 +156,7 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     if sources:
         config.tools = lambda: [tool for source in sources for tool in source()]
         config.warm_imports = () if args.no_tools else ("reference_tools",)
+        config.ask_user = not args.no_tools
     if config.model_source is not None:
         config.warm_imports += ("httpx", "dsh_acp._openai")  # httpx costs ~200 ms: load it after initialize
     if not args.no_tools:

@@ -98,6 +98,8 @@ class AgentConfig:
     coalesce_bytes: int = 64 * 1024
     coalesce_delay: float | None = 0.05
     force_local_fs: bool = False
+    ask_user: bool = False
+    """Offer the ``ask_user`` reference tool to sessions whose client can ask (``elicitation.form``)."""
     instruction_files: tuple[str, ...] = ("AGENTS.md",)
     """File names of project instructions, read from the session folder up to the repository root."""
     default_mode: str = "default"

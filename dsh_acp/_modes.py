@@ -92,7 +92,9 @@ def mode_gate(registry: ToolRegistry) -> PreExecuteListener:
         mode = state.mode if state is not None else "default"
         if mode == "bypass":
             return Allow()
-        definition = registry.get(execution.name)
+        # The session's own layer (its MCP tools, ask_user) if the host registered it, else ours.
+        scoped = execution.services.get(ToolRegistry) or registry
+        definition = scoped.get(execution.name)
         kind = definition.kind if definition is not None else "other"
         read_only = definition is not None and definition.read_only
         if mode == "plan" and not read_only:

@@ -227,6 +227,17 @@ class Protocol:
             mcp_servers=list(parsed.mcp_servers),
             permissions=permissions,
         )
+        session.services.add(session.registry, as_type=ToolRegistry)  # what the mode policy looks up
+        if self.config.ask_user and self.tools.get("ask_user") is None:
+            from ._elicitation import can_ask
+
+            if can_ask(self.client_capabilities):  # a tool that cannot work is never offered
+                from reference_tools.ask import UserQuestions, ask_user_tool
+
+                from ._elicitation import ClientQuestions
+
+                session.registry.register(ask_user_tool())
+                session.services.add(ClientQuestions(self._io.request, session_id), as_type=UserQuestions)
         fs = self.client_capabilities.get("fs")
         can_read = isinstance(fs, dict) and fs.get("readTextFile") is True
         can_write = isinstance(fs, dict) and fs.get("writeTextFile") is True

@@ -50,7 +50,7 @@ def test_prompts_sent_while_a_turn_runs_are_queued_and_answered_in_turn(features
 
 def test_cancel_stops_the_turn_and_answers_the_queue(features: Run) -> None:
     assert features.doc["cancelled"] == [{"stopReason": "cancelled"}] * 3
-    prompts = [e for e in features.exchanges() if e.method == "session/prompt"][3:]
+    prompts = [e for e in features.exchanges() if e.method == "session/prompt"][3:6]
     # The queued prompts never ran: nothing was said after the cancel.
     cancelled_at = min(p.asked for p in prompts)
     answered_at = max(p.answered for p in prompts)
@@ -88,3 +88,22 @@ def test_session_delete_is_advertised_and_removes_the_session(features: Run) -> 
     assert {s["sessionId"] for s in features.doc["listed"]["sessions"]} == {first, deleted}
     assert features.doc["deleted"] == {}
     assert [s["sessionId"] for s in features.doc["listedAfter"]["sessions"]] == [first]
+
+
+def test_ask_user_is_an_elicitation_on_its_own_card(features: Run) -> None:
+    assert features.doc["asked"] == {"stopReason": "end_turn"}
+    (asked,) = features.events("elicitation")
+    params = asked["params"]
+    assert params["mode"] == "form"
+    assert params["toolCallId"] == "call-ask"
+    assert params["message"] == "Which database should I use?"
+    assert params["requestedSchema"]["properties"]["answer"]["enum"] == ["PostgreSQL", "SQLite"]
+    card = features.announcement("call-ask")
+    assert card["title"] == "Question: Which database should I use?"
+    assert card["status"] == "in_progress"
+    # The card waits while the user answers; then it shows the answer the model got.
+    final = features.call_updates("call-ask")[-1]
+    assert final["status"] == "completed"
+    assert final["content"][0]["content"]["text"] == "The user answered:\nPostgreSQL"
+    raw = [m for _, m in features.wire("agent") if m.get("method") == "elicitation/create"]
+    assert [m["params"] for m in raw] == [params]

@@ -52,6 +52,8 @@ class AcpClient:
 
     schema: AcpSchema | None = None
     permission_answers: deque[PermissionAnswer] = field(default_factory=deque)
+    elicitation_answers: deque[dict[str, Any]] = field(default_factory=deque)
+    """What ``elicitation/create`` answers, in order (``{"action": "accept", "content": {...}}``)."""
     files: dict[str, str] = field(default_factory=dict)
     """The editor's unsaved buffers: what ``fs/read_text_file`` answers for these paths and
     ``fs/write_text_file`` changes; any other path is read from and saved to the disk."""
@@ -263,6 +265,10 @@ class AcpClient:
             if choice == "cancelled":
                 return {"outcome": {"outcome": "cancelled"}}
             return {"outcome": {"outcome": "selected", "optionId": choice}}
+        if method == "elicitation/create":
+            if not self.elicitation_answers:
+                raise RpcError(INVALID_PARAMS, "the test client has no elicitation answer left")
+            return self.elicitation_answers.popleft()
         if method == "fs/read_text_file":
             path = params["path"]
             if path in self.files:

@@ -18,9 +18,10 @@ them):
 ``{"initialize": {"clientCapabilities": {...}, "protocolVersion": 1}}``,
 ``{"new_session": {"additionalDirectories": [...]}}``,
 ``{"prompt": {"text": "..." | "blocks": [...], "session": 1, "permissions": ["allow_once", ...],
-"cancel_after": N, "wait": false}}`` (cancel once N updates of the turn arrived; with ``"wait": false``
-the next step follows as soon as the prompt is sent, and ``{"wait": {}}`` waits for every prompt
-still unanswered),
+"elicitations": [{"action": "accept", "content": {...}}, ...], "cancel_after": N,
+"wait": false}}`` (what ``elicitation/create`` answers, in order; cancel once N updates of the
+turn arrived; with ``"wait": false`` the next step follows as soon as the prompt is sent, and
+``{"wait": {}}`` waits for every prompt still unanswered),
 ``{"files": {"path": "text"}}`` (the editor's buffers for ``fs/*``),
 ``{"request": {"method": ..., "params": ...}}``, ``{"notify": {...}}``, ``{"raw": "a line"}``,
 ``{"restart": {}}`` (a new agent process over the same state; the transcript continues).
@@ -253,6 +254,7 @@ async def _prompt(run: _Run, client: AcpClient, body: dict[str, Any]) -> None:
     session = run.sessions[int(body.get("session", len(run.sessions))) - 1]
     blocks = body.get("blocks") or [{"type": "text", "text": body.get("text", "")}]
     client.permission_answers.extend(body.get("permissions", ()))
+    client.elicitation_answers.extend(body.get("elicitations", ()))
     cancel_after = body.get("cancel_after")
     params = {"sessionId": session, "prompt": run.expand(blocks)}
     if body.get("wait") is False:

@@ -145,6 +145,13 @@ const app = acp
     record("permission_answer", { toolCallId: params.toolCall.toolCallId, answer });
     return answer;
   })
+  .onRequest(acp.methods.client.elicitation.create, async ({ params }) => {
+    record("elicitation", { params });
+    await sleep(100); // the user reads the question
+    const answer = { action: "accept", content: { answer: params.requestedSchema.properties.answer.enum[0] } };
+    record("elicitation_answer", { answer });
+    return answer;
+  })
   .onRequest(acp.methods.client.fs.readTextFile, async ({ params }) => {
     record("read_text_file", { params });
     let text;
@@ -242,7 +249,7 @@ const scenarios = {
     output.initialize = await call(agent, acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
       // Zed's capabilities plus what these features need the client to show.
-      clientCapabilities: { ...zedCapabilities, session: { notices: {} } },
+      clientCapabilities: { ...zedCapabilities, session: { notices: {} }, elicitation: { form: {} } },
       clientInfo: zed,
     });
     output.newSession = await call(agent, acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
@@ -256,6 +263,8 @@ const scenarios = {
     await sleep(300);
     await agent.notify(acp.methods.agent.session.cancel, { sessionId });
     output.cancelled = await cancelled;
+    // The model asks the user (elicitation in form mode); the editor answers with the first choice.
+    output.asked = await prompt("Set up the database");
     // A session whose MCP server cannot start: the editor is told with a notice, after the answer.
     output.mcpSession = await call(agent, acp.methods.agent.session.new, {
       cwd: workspace,

@@ -1,0 +1,136 @@
+"""``ask_user``: the agent asks the user a question (free text, one of some choices, or a small
+form) and waits for the answer.
+
+The tool reaches the user through the ``UserQuestions`` service the host registers for the
+session (an ACP host asks with ``elicitation/create``); a host that cannot ask registers none and
+should not offer the tool at all.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dsh_tools import GenericCallView, ToolDefinition, ToolError, ToolExecution, define_tool, text
+
+__all__ = ["Answer", "UserQuestions", "ask_user_tool"]
+
+_FIELD_TYPES = ("string", "number", "integer", "boolean")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the user did with a question: answered it (``values``, by field name), declined it,
+    or dismissed it (``cancel``)."""
+
+    action: Literal["accept", "decline", "cancel"]
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+class UserQuestions(ABC):
+    """Asks the user of a session (the host's service; register it as ``UserQuestions``)."""
+
+    @abstractmethod
+    async def ask(self, message: str, schema: dict[str, Any], call_id: str) -> Answer:
+        """Show ``message`` with a form described by ``schema`` (a flat JSON Schema object of
+        primitive properties) and wait for the answer."""
+
+
+def _schema(args: dict[str, Any]) -> dict[str, Any]:
+    choices = args.get("choices") or []
+    fields = args.get("fields") or []
+    if choices and fields:
+        raise ToolError("give either choices or fields, not both")
+    if choices:
+        return {
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string", "title": "Answer", "enum": [str(c) for c in choices]}
+            },
+            "required": ["answer"],
+        }
+    if not fields:
+        return {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "title": "Answer"}},
+            "required": ["answer"],
+        }
+    properties: dict[str, Any] = {}
+    for item in fields:
+        name, kind = item["name"], item.get("type", "string")
+        if kind not in _FIELD_TYPES:
+            raise ToolError(f"field {name!r}: type must be one of {', '.join(_FIELD_TYPES)}")
+        if name in properties:
+            raise ToolError(f"field {name!r} is given twice")
+        properties[name] = {"type": kind, "title": item.get("title") or name}
+        if item.get("description"):
+            properties[name]["description"] = item["description"]
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+def _shown(values: dict[str, Any]) -> str:
+    if set(values) == {"answer"}:
+        return str(values["answer"])
+    return "\n".join(f"{name}: {value}" for name, value in values.items())
+
+
+async def _ask(args: dict[str, Any], execution: ToolExecution) -> list[Any]:
+    questions = execution.services.get(UserQuestions)  # type: ignore[type-abstract]
+    if questions is None:
+        raise ToolError("this editor cannot ask the user questions; decide yourself or say what you need")
+    schema = _schema(args)
+    answer = await questions.ask(args["question"], schema, execution.call_id)
+    if answer.action == "decline":
+        return [text("The user declined to answer.")]
+    if answer.action == "cancel":
+        return [text("The user dismissed the question without answering.")]
+    return [text(f"The user answered:\n{_shown(answer.values)}")]
+
+
+def _present(args: dict[str, Any]) -> GenericCallView:
+    question = " ".join(str(args.get("question", "")).split())
+    return GenericCallView(title=f"Question: {question[:120]}", kind="other")
+
+
+def ask_user_tool() -> ToolDefinition:
+    """The ``ask_user`` tool (offer it only where the host registers ``UserQuestions``)."""
+    return define_tool(
+        name="ask_user",
+        description=(
+            "Ask the user a question and wait for the answer. Use it when a decision is the user's "
+            "(an ambiguous request, a risky or irreversible step, a preference) rather than guessing. "
+            "Give choices for a pick from a few options, or fields for a small form; neither for a "
+            "free-text answer. The user may decline."
+        ),
+        parameters={
+            "question": {
+                "type": "string",
+                "required": True,
+                "description": "The question, in one or two sentences.",
+            },
+            "choices": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Options to pick one from (optional).",
+            },
+            "fields": {
+                "type": "array",
+                "description": "Form fields to fill in (optional).",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "required": True},
+                        "type": {"type": "string", "enum": list(_FIELD_TYPES)},
+                        "title": {"type": "string"},
+                        "description": {"type": "string"},
+                    },
+                },
+            },
+        },
+        execute=_ask,
+        present_call=_present,
+        kind="other",
+        read_only=True,
+        parallel_safe=False,
+    )
