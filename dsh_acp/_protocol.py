@@ -48,6 +48,7 @@ from ._wire import (
     SessionIdParams,
     SetConfigOptionParams,
     SetModeParams,
+    new_session_params,
 )
 
 __all__ = ["NO_MODEL_MESSAGE", "Protocol"]
@@ -296,7 +297,7 @@ class Protocol:
         return send
 
     async def _new_session(self, params: Any) -> dict[str, Any] | Reply:
-        parsed: NewSessionParams = _validate(NewSessionParams, params)
+        parsed = new_session_params(params) or _validate(NewSessionParams, params)
         self._require_key()
         session = self._make_session(self.config.session_ids(), parsed)
         try:

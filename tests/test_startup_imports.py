@@ -7,8 +7,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from dsh_acp._wire import NewSessionParams, new_session_params
 
 NOT_BEFORE_INITIALIZE = (
     "pydantic",
@@ -47,3 +53,90 @@ def test_the_path_to_initialize_imports_none_of_the_heavy_parts(tmp_path: Path) 
     loaded = set(result.stdout.split())
     assert "dsh_acp._scripted" in loaded  # the script was checked before serving
     assert sorted(m for m in NOT_BEFORE_INITIALIZE if m in loaded) == []
+
+
+# -- session/new without a validator ---------------------------------------------------------
+
+IDLE_PROGRAM = """
+import os, sys
+import anyio, orjson
+from dsh_acp._cli import build_config
+from dsh_acp._serve import serve
+from dsh_acp._stdio import FdReceiveStream, FdSendStream
+
+config = build_config(sys.argv[1:])
+to_agent, from_agent = os.pipe(), os.pipe()
+
+async def call(method, params, request_id):
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    os.write(to_agent[1], orjson.dumps(message) + b"\\n")
+    while True:
+        line = await anyio.to_thread.run_sync(reader.readline)
+        if orjson.loads(line).get("id") == request_id:
+            return orjson.loads(line)["result"]
+
+async def main():
+    async with anyio.create_task_group() as group:
+        group.start_soon(serve, config, FdReceiveStream(to_agent[0]), FdSendStream(from_agent[1]))
+        await call("initialize", {"protocolVersion": 1, "clientCapabilities": {}}, 0)
+        await call("session/new", {"cwd": os.getcwd(), "mcpServers": []}, 1)
+        print(" ".join(sorted(sys.modules)))
+        os.close(to_agent[1])
+
+reader = os.fdopen(from_agent[0], "rb")
+anyio.run(main)
+"""
+
+
+def test_an_idle_session_builds_no_validator(tmp_path: Path) -> None:
+    """The first pydantic validation builds the model and looks for pydantic plugins
+    (``importlib.metadata``, ~1.5 MiB of idle memory): a session/new without MCP servers is
+    checked without it, and its first prompt pays instead."""
+    script = tmp_path / "script.json"
+    script.write_bytes(orjson.dumps({"turns": [[{"text": "hi"}]]}))
+    result = subprocess.run(
+        [sys.executable, "-c", IDLE_PROGRAM, "--model", f"script:{script}", "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=tmp_path,
+    )
+    loaded = set(result.stdout.split())
+    assert "dsh_acp._protocol" in loaded  # the session was made
+    assert sorted({"importlib.metadata", "pydantic.plugin._loader"} & loaded) == []
+
+
+_PATHS = st.sampled_from(["/w", "/w/../x", "//w/./y/", "w", "", "./w", "/"])
+_VALUES = st.one_of(st.none(), st.integers(), st.booleans(), _PATHS)
+_PARAMS = st.dictionaries(
+    st.sampled_from(
+        ["cwd", "mcpServers", "additionalDirectories", "mcp_servers", "additional_directories", "_meta"]
+    ),
+    st.one_of(
+        _VALUES,
+        st.lists(_VALUES, max_size=3),
+        st.lists(st.dictionaries(st.sampled_from(["name", "command"]), _PATHS, max_size=2), max_size=1),
+    ),
+)
+
+
+@given(st.one_of(_PARAMS, st.none(), st.lists(_PATHS)))
+def test_plain_session_new_params_are_read_as_the_model_reads_them(params: Any) -> None:
+    by_hand = new_session_params(params)
+    try:
+        by_model = NewSessionParams.model_validate(params if params is not None else {})
+    except ValidationError:
+        assert by_hand is None
+        return
+    if by_hand is not None:
+        assert by_hand == by_model
+        assert by_hand.model_fields_set == by_model.model_fields_set
+
+
+def test_the_plain_shapes_editors_send_take_the_light_path() -> None:
+    light = new_session_params({"cwd": "/w/../x", "mcpServers": [], "additionalDirectories": ["//a/./b/"]})
+    assert light is not None
+    assert (light.cwd, light.mcp_servers, light.additional_directories) == ("/x", [], ["//a/b"])
+    assert new_session_params({"cwd": "/w", "_meta": {"x": 1}}) is not None
+    assert new_session_params({"cwd": "/w", "mcpServers": [{"name": "a", "command": "b"}]}) is None
