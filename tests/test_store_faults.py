@@ -197,11 +197,15 @@ def test_thousands_of_sessions_through_the_real_process(tmp_path: Path) -> None:
     """Descriptors and memory of idle sessions, measured on the agent process itself (the bench
     bench/bench_sessions.py measures 10,000 against the targets)."""
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": []}))
+    script.write_text(json.dumps({"turns": [[{"text": "hi"}]]}))
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    command = [sys.executable, "-m", "dsh_acp", "--model", f"script:{script}"]
     agent = subprocess.Popen(
-        [sys.executable, "-m", "dsh_acp", "--state-dir", str(tmp_path / "state")],
+        [*command, "--state-dir", str(tmp_path / "state")],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        # ulimit -n 1024: sessions used to fail from the 1,014th on, and then the open ones too.
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard)),
     )
     assert agent.stdin is not None
     assert agent.stdout is not None
@@ -227,9 +231,14 @@ def test_thousands_of_sessions_through_the_real_process(tmp_path: Path) -> None:
         for i in range(50):  # warm up: imports, caches
             ask(100_000 + i, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
         rss_before, _ = measure()
+        sessions = []
         for i in range(3000):
-            assert "result" in ask(i + 1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            answer = ask(i + 1, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            sessions.append(answer["result"]["sessionId"])
         rss_after, fds = measure()
+        for n, sid in enumerate((sessions[0], sessions[-1])):
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
+            assert ask(10_000 + n, "session/prompt", prompt)["result"] == {"stopReason": "end_turn"}
         assert fds <= 64, f"{fds} descriptors open after 3,000 sessions"
         per_session = (rss_after - rss_before) * 1024 / 3000
         assert per_session < 4096, f"{per_session:.0f} bytes per idle session"
