@@ -504,6 +504,12 @@ class OpenAIModel:
     writes_titles = True
     """A real model names the session after its first turn (see ``_titles``)."""
 
+    @property
+    def price_ref(self) -> tuple[str, str] | None:
+        """``(model, provider)`` to look its prices up by, when its provider is known."""
+        provider = self.settings.price_provider
+        return (self.settings.model, provider) if provider else None
+
     def __init__(
         self,
         settings: ModelSettings,

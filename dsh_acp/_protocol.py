@@ -341,6 +341,10 @@ class Protocol:
         session.title = restored.title
         session.prompts = restored.prompts
         session.show_reasoning = restored.show_reasoning
+        if restored.cost is not None:
+            from decimal import Decimal
+
+            session.cost = Decimal(restored.cost)
         if restored.model_id is not None and restored.model_id != session.model_id:
             choice = self._choice(restored.model_id)
             if choice is not None and choice.id == restored.model_id:

@@ -97,7 +97,10 @@ def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> l
                 update["messageId"] = event["text_id"]
             updates.append(update)
         elif kind == "usage":
-            updates.append({"sessionUpdate": "usage_update", "used": event["used"], "size": event["size"]})
+            update = {"sessionUpdate": "usage_update", "used": event["used"], "size": event["size"]}
+            if event.get("cost") is not None:
+                update["cost"] = {"amount": float(event["cost"]), "currency": "USD"}
+            updates.append(update)
         elif kind == "title" and event.get("title"):
             update = {"sessionUpdate": "session_info_update", "title": event["title"]}
             if event.get("updated_at"):
@@ -149,6 +152,8 @@ class RestoredState:
     show_reasoning: bool = True
     title: str | None = None
     prompts: int = 0
+    cost: str | None = None
+    """The session's cost so far, as logged (a decimal string)."""
 
 
 def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
@@ -197,6 +202,8 @@ def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
                 ContextMessage(f"Summary of the conversation so far:\n{event.get('summary', '')}"),
                 *tail,
             ]
+        elif kind == "usage" and event.get("cost") is not None:
+            state.cost = str(event["cost"])
         elif kind == "config":
             state.model_id = event.get("model_id", state.model_id)
             state.show_reasoning = event.get("show_reasoning", state.show_reasoning)

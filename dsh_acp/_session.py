@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import anyio
@@ -73,6 +74,8 @@ class Session:
     model_id: str | None = None
     show_reasoning: bool = True
     prompts: int = 0
+    cost: Decimal | None = None
+    """What the session's model requests cost so far (US dollars), when their price is known."""
     """Prompts this session has had (the next one is turn ``prompts`` of a scripted model)."""
     usage: Usage | None = None
     """The last usage the model reported for this conversation."""

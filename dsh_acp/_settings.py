@@ -80,9 +80,10 @@ _KEYS: Final = {
     "first_event_timeout": float,
     "request_timeout": float,
     "max_retries": int,
+    "price_provider": str,
     "models": dict,
 }
-_MODEL_KEYS: Final = ("context_window", "accepts_images", "send_reasoning")
+_MODEL_KEYS: Final = ("context_window", "accepts_images", "send_reasoning", "price_provider")
 _TIMEOUT_KEYS: Final = ("connect_timeout", "stall_timeout", "first_event_timeout", "request_timeout")
 
 
@@ -173,6 +174,9 @@ class ModelSettings:
     retry_budget: float = 90.0
     """Total seconds of back-off one request may spend before giving up."""
     config_path: str | None = None
+    price_provider: str | None = None
+    """Whose prices apply (a ``genai-prices`` provider id: ``openai``, ``deepseek``); ``None`` for
+    servers the table does not know (a local server costs nothing we can tell)."""
 
     @property
     def name(self) -> str:
@@ -342,6 +346,7 @@ def resolve_model_settings(
         # DeepSeek's thinking mode answers 400 when reasoning_content is not echoed after tool calls.
         send_reasoning=overrides.get("send_reasoning", provider == "deepseek"),
         config_path=str(config_path) if config_path is not None else None,
+        price_provider=overrides.get("price_provider", provider if provider != "custom" else None),
         **tuning,
     )
 

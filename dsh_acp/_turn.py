@@ -430,11 +430,27 @@ class TurnRunner:
         await self.session.send(notice("warning", title, detail))
 
     async def _usage(self, usage: Usage) -> None:
+        session = self.session
+        price_ref = getattr(session.model, "price_ref", None)
+        if price_ref is not None and (usage.input_tokens or usage.output_tokens):
+            from ._cost import request_cost
+
+            model_name, provider = price_ref
+            cost = request_cost(model_name, provider, usage.input_tokens, usage.output_tokens)
+            if cost is not None:
+                session.cost = (session.cost or 0) + cost
         if usage.context_window:
-            self.session.record({"type": "usage", "used": usage.used, "size": usage.context_window})
-            await self.session.send(
-                {"sessionUpdate": "usage_update", "used": usage.used, "size": usage.context_window}
-            )
+            event: dict[str, Any] = {"type": "usage", "used": usage.used, "size": usage.context_window}
+            update: dict[str, Any] = {
+                "sessionUpdate": "usage_update",
+                "used": usage.used,
+                "size": usage.context_window,
+            }
+            if session.cost is not None:
+                event["cost"] = str(session.cost)
+                update["cost"] = {"amount": float(session.cost), "currency": "USD"}
+            session.record(event)
+            await session.send(update)
 
     # -- tools ----------------------------------------------------------------------------
 

@@ -207,3 +207,65 @@ async def test_logout_forgets_the_stored_key_and_keeps_the_rest(
     assert "sk-stored" not in text
     assert text.startswith("# mine\n")
     assert '[models."gpt-4o"]\ncontext_window = 128000\n' in text
+
+
+async def test_the_meter_shows_the_cost_when_the_price_is_known(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    replies = [
+        stream_reply(chunk("Hi."), chunk(finish="stop"), chunk(choices=False, usage=(1000, 100))),
+        stream_reply(chunk("Hi."), chunk(finish="stop")),  # the title
+        stream_reply(chunk("Again."), chunk(finish="stop"), chunk(choices=False, usage=(2000, 100))),
+    ]
+    async with FakeOpenAI(replies) as server:
+        # A local proxy in front of OpenAI: its prices are OpenAI's, as the config says.
+        config_dir = tmp_path / "config" / "dsh-acp"
+        config_dir.mkdir(parents=True)
+        (config_dir / "config.toml").write_text(
+            '[models."gpt-4o"]\ncontext_window = 128000\nprice_provider = "openai"\n'
+        )
+        args = ["--model", "openai:gpt-4o", "--base-url", server.base_url, "--state-dir", str(tmp_path / "s")]
+        env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "DSH_API_KEY": ""}
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            await client.prompt(sid, "hi")
+            await client.wait_for(lambda _: bool(client.updates(sid, ["session_info_update"])))
+            await client.prompt(sid, "again")
+            meters = client.updates(sid, ["usage_update"])
+        client.assert_valid()
+        # gpt-4o: $2.50 per million input tokens, $10 per million output tokens; the cost is the
+        # session's running total.
+        assert [m["cost"] for m in meters] == [
+            {"amount": pytest.approx(0.0035), "currency": "USD"},
+            {"amount": pytest.approx(0.0035 + 0.006), "currency": "USD"},
+        ]
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize()
+            await client.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            replayed = client.updates(sid, ["usage_update"])
+        assert replayed == meters  # the meter replays with its cost
+
+
+async def test_no_cost_where_the_price_is_unknown(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    replies = [stream_reply(chunk("Hi."), chunk(finish="stop"), chunk(choices=False, usage=(1000, 100)))]
+    async with FakeOpenAI(replies) as server:
+        config_dir = tmp_path / "config" / "dsh-acp"
+        config_dir.mkdir(parents=True)
+        (config_dir / "config.toml").write_text('[models."my-local"]\ncontext_window = 8192\n')
+        args = [
+            "--model",
+            "openai:my-local",
+            "--base-url",
+            server.base_url,
+            "--state-dir",
+            str(tmp_path / "s"),
+        ]
+        env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "DSH_API_KEY": ""}
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            await client.prompt(sid, "hi")
+            (meter,) = client.updates(sid, ["usage_update"])
+        client.assert_valid()
+    assert meter == {"sessionUpdate": "usage_update", "used": 1100, "size": 8192}
