@@ -3,6 +3,7 @@
     /work/venv/bin/python bench/bench_agent.py [--runs 15] [--turns 5] [--chunks 20000]
     /work/venv/bin/python bench/bench_agent.py --start-only   # figures 1 and 3 only
     /work/venv/bin/python bench/bench_agent.py --profile      # cProfile of dsh-acp's streaming turn
+    /work/venv/bin/python bench/bench_agent.py --code         # figure 2 with chunks of source code
 
 A plain client (no SDK: spawn the process, NDJSON over its stdin/stdout pipes) drives three agents
 doing the same work, side by side in one run, runs interleaved so that drift hits them alike:
@@ -93,8 +94,19 @@ AGENTS: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
+CODE_CHUNKS = False
+"""``--code``: the chunks are cut from the agent's own source instead of prose."""
+
+
 def chunk_texts(count: int) -> list[str]:
-    """``count`` distinct 200-byte ASCII chunks (the index leads, so order is checkable)."""
+    """``count`` distinct 200-byte ASCII chunks (the index leads, so order is checkable): prose
+    without ``-``, ``_``, ``:`` or capitals, or with ``--code`` slices of dsh-acp's source, which
+    have all of them (the session log then searches the message for every secret shape)."""
+    if CODE_CHUNKS:
+        files = sorted((HERE.parent / "dsh_acp").glob("*.py"))
+        source = "".join(f.read_text() for f in files).encode("ascii", "replace").decode()
+        width = CHUNK_BYTES - 7
+        return [f"{i:06d} " + source[(i * width) % (len(source) - width) :][:width] for i in range(count)]
     filler = "the quick brown fox jumps over the lazy dog, then writes some code; " * 4
     return [f"{i:06d} " + filler[: CHUNK_BYTES - 7] for i in range(count)]
 
@@ -418,12 +430,16 @@ if __name__ == "__main__":
     parser.add_argument(
         "--start-only", action="store_true", help="only cold start and idle RSS (no streaming turns)"
     )
+    parser.add_argument(
+        "--code", action="store_true", help="stream chunks of source code instead of prose (figure 2)"
+    )
     parser.add_argument("--profile", action="store_true", help="profile dsh-acp's streaming turn instead")
     parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
     parser.add_argument(
         "--trickle", action="store_true", help="with --profile: one event-loop turn per chunk"
     )
     args = parser.parse_args()
+    CODE_CHUNKS = args.code
     if args.profile:
         profile(args.chunks, args.top, args.trickle)
     else:
