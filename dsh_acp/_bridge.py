@@ -107,6 +107,11 @@ class CallInfo:
     view: ToolCallView | None = None
     kind: ToolKind = "other"
     """The tool's declared kind, used by the generic card when the tool has no presenter."""
+    notice: str | None = None
+    """Why the user is asked and what the call really reaches (a real path, the directory a
+    command runs in), shown on the card above what the tool presents."""
+    cwd: str | None = None
+    """The real directory a command runs in, when the agent resolved it."""
 
     @property
     def is_terminal(self) -> bool:
@@ -276,6 +281,13 @@ def _terminal_input(info: CallInfo, view: TerminalCallView) -> dict[str, Any]:
 
 
 def _call_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
+    fields = _view_fields(info, ctx)
+    if info.notice:
+        fields["content"] = [*_content([TextBlock(text=info.notice)]), *fields.get("content", ())]
+    return fields
+
+
+def _view_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
     view = info.view
     fields: dict[str, Any] = {"toolCallId": info.call_id}
     if isinstance(view, TerminalCallView):
@@ -287,7 +299,8 @@ def _call_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
                 {"type": "terminal", "terminalId": info.call_id},
             ]
             fields["rawInput"] = _terminal_input(info, view)
-            fields["_meta"] = {"terminal_info": {"terminal_id": info.call_id, "cwd": view.cwd or ctx.cwd}}
+            cwd = info.cwd or (absolute(view.cwd, ctx.cwd) if view.cwd else ctx.cwd)
+            fields["_meta"] = {"terminal_info": {"terminal_id": info.call_id, "cwd": cwd}}
         else:
             fields["content"] = _content(description)
             fields["rawInput"] = _terminal_input(info, view)

@@ -5,7 +5,7 @@ The story is the everyday job of a coding agent, told with every card an editor 
 (``todo_write``), a directory listing and a glob (generic cards, run together), a test run that fails
 (a live terminal with a red exit code), a file read, an edit (a diff card), the test run again (green),
 and the plan ticked off. In the ``default`` permission mode the first command and the edit ask for
-permission; the demo's editor answers "Always allow" for ``python3`` commands, so the second test run
+permission; the demo's editor answers "Always allow exactly" that test command, so the second test run
 goes ahead without asking.
 
 The script is built at run time because tool arguments carry absolute paths into the temporary

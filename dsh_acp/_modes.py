@@ -13,7 +13,7 @@ stale file), and what they ask about (access outside the workspace) is asked in 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dsh_tools import (
     Allow,
@@ -22,12 +22,14 @@ from dsh_tools import (
     PreExecuteListener,
     PreNext,
     PreToolDecision,
-    ToolDefinition,
     ToolExecution,
     ToolRegistry,
 )
 
-__all__ = ["MODES", "ModeId", "PermissionState", "mode_gate", "modes_wire", "permission_key"]
+if TYPE_CHECKING:  # the rules module loads with the first session that can remember answers
+    from ._approvals import ProjectRules, Rule
+
+__all__ = ["MODES", "ModeId", "PermissionState", "mode_gate", "modes_wire"]
 
 ModeId = Literal["default", "accept_edits", "plan", "bypass"]
 
@@ -44,11 +46,13 @@ _EDITING = frozenset({"edit", "delete", "move"})
 
 @dataclass(eq=False)
 class PermissionState:
-    """A session's mode and the answers a person gave "always" (kept in the session log)."""
+    """A session's mode and the answers a person gave "always": for the session (kept in its
+    log) and, if the session has a state folder, for its project (see ``_approvals``)."""
 
     mode: str = "default"
-    allow: set[str] = field(default_factory=set)
-    reject: set[str] = field(default_factory=set)
+    allow: set[Rule] = field(default_factory=set)
+    reject: set[Rule] = field(default_factory=set)
+    project: ProjectRules | None = None
 
 
 def modes_wire(state: PermissionState) -> dict[str, Any]:
@@ -60,25 +64,6 @@ def modes_wire(state: PermissionState) -> dict[str, Any]:
             for mode_id, (name, description) in MODES.items()
         ],
     }
-
-
-def permission_key(definition: ToolDefinition | None, name: str, arguments: Any) -> str:
-    """What an ``allow_always`` answer remembers: a command's program and subcommand
-    (``npm test``, ``git commit``, ``ls``) for shell-like tools, else the tool."""
-    command = arguments.get("command") if isinstance(arguments, dict) else None
-    if definition is not None and definition.kind == "execute" and isinstance(command, str):
-        import shlex  # only when a command is asked about; the agent's idle memory counts
-
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            words = command.split()
-        words = [w for w in words if "=" not in w or w.startswith("-")][:2]  # skip VAR=value prefixes
-        if len(words) == 2 and (words[1].startswith("-") or "/" in words[1] or "." in words[1]):
-            words = words[:1]  # `ls -la`, `cat a.txt`: the program alone
-        if words:
-            return f"{name}: {' '.join(words)}"
-    return name
 
 
 def mode_gate(registry: ToolRegistry) -> PreExecuteListener:

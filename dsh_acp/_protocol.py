@@ -214,6 +214,10 @@ class Protocol:
 
     def _make_session(self, session_id: str, parsed: NewSessionParams) -> Session:
         permissions = PermissionState(mode=self.config.default_mode)
+        if self.config.state_dir is not None:
+            from ._approvals import ProjectRules  # not on the initialize path
+
+            permissions.project = ProjectRules(str(self.config.state_dir), parsed.cwd)
         choice = self._choice(None)
         session = Session(
             session_id=session_id,
@@ -612,6 +616,12 @@ class Protocol:
     ) -> StopReason:
         if name == "tools":
             await self._say(session, tools_text(session.registry.schemas()))
+        elif name == "permissions":
+            from ._approvals import permissions_command
+
+            rules = session.permissions
+            answer = permissions_command(rules.allow, rules.reject, rules.project, argument, session.record)
+            await self._say(session, answer)
         elif name == "mode":
             if argument not in MODES:
                 await self._say(session, f"Unknown mode {argument!r}. Modes: {', '.join(MODES)}.")

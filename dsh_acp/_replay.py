@@ -113,6 +113,8 @@ def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> l
                 arguments=event.get("arguments"),
                 view=_view(event.get("view")),
                 kind=event.get("kind", "other"),
+                notice=event.get("notice") if isinstance(event.get("notice"), str) else None,
+                cwd=event.get("cwd") if isinstance(event.get("cwd"), str) else None,
             )
             calls[info.call_id] = info
             if isinstance(info.view, PlanView):
@@ -159,6 +161,7 @@ class RestoredState:
 def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
     """Rebuild the model's conversation (tool results in call order; a call without a result gets
     a cancelled one) and the session's mode, permission answers and title."""
+    from ._approvals import migrate_key, rule_from_json
     from ._history import CANCELLED_TEXT
 
     state = RestoredState()
@@ -222,9 +225,17 @@ def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
         elif kind == "mode":
             state.mode = event.get("mode_id", state.mode)
         elif kind == "permission":
-            (state.permissions.allow if event.get("rule") == "allow" else state.permissions.reject).add(
-                event["key"]
-            )
+            rule = rule_from_json(event["match"]) if "match" in event else migrate_key(event.get("key"))
+            if rule is not None:
+                (state.permissions.allow if event.get("rule") == "allow" else state.permissions.reject).add(
+                    rule
+                )
+        elif kind == "permission_removed":
+            rule = rule_from_json(event.get("match"))
+            if rule is not None:
+                (
+                    state.permissions.allow if event.get("rule") == "allow" else state.permissions.reject
+                ).discard(rule)
         elif kind == "title":
             state.title = event.get("title")
     settle()

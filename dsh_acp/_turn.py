@@ -10,6 +10,7 @@ the session log, from which ``session/load`` replays it through the same bridge 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -78,7 +79,6 @@ from ._model import (
     Usage,
     UserMessage,
 )
-from ._modes import permission_key
 from ._session import Session
 from ._toolcalls import parse_arguments, with_unique_id
 
@@ -87,7 +87,7 @@ CUT_OFF_TEXT = (
     "not run; make the call again, with shorter arguments if they were long"
 )
 
-__all__ = ["CANCELLED_TEXT", "PERMISSION_OPTIONS", "LoopSettings", "StopReason", "TurnRunner", "view_json"]
+__all__ = ["CANCELLED_TEXT", "LoopSettings", "StopReason", "TurnRunner", "view_json"]
 
 _log = logging.getLogger("dsh_acp.turn")
 
@@ -98,13 +98,6 @@ _STOP: dict[FinishReason, StopReason] = {
     "length": "max_tokens",
     "refusal": "refusal",
 }
-
-PERMISSION_OPTIONS = [
-    {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
-    {"optionId": "allow_always", "name": "Always allow", "kind": "allow_always"},
-    {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
-    {"optionId": "reject_always", "name": "Always reject", "kind": "reject_always"},
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -545,6 +538,8 @@ class TurnRunner:
                 "arguments": info.arguments,
                 "kind": info.kind,
                 "view": view_json(info.view),
+                **({"notice": info.notice} if info.notice else {}),
+                **({"cwd": info.cwd} if info.cwd else {}),
             }
         )
 
@@ -638,19 +633,27 @@ class TurnRunner:
             await session.send(update)
 
     async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
+        from ._approvals import Question  # loaded with the first question, not at start-up
+
         session = self.session
         call = self._calls[execution.call_id]
-        key = permission_key(session.registry.get(execution.name), execution.name, execution.arguments)
+        definition = session.registry.get(execution.name)
+        subject = ask.subject or (definition.subject_of(execution) if definition is not None else None)
+        question = Question.of(execution.name, subject, _roots(execution), ask.reason)
         rules = session.permissions
-        if key in rules.allow:
+        project_allow, project_reject = rules.project.load() if rules.project is not None else ([], [])
+        rejected = question.rejected_by([*rules.reject, *project_reject])
+        if rejected is not None:
+            return Deny(f"the user chose to always reject {rejected.phrase()}; do not retry it")
+        if question.allowed_by([*rules.allow, *project_allow]) is not None:
             return Allow()
-        if key in rules.reject:
-            return Deny(f"the user rejected {key} for the rest of this session")
+        call.info = replace(call.info, notice=question.notice, cwd=question.cwd)
         await self._announce(call, "pending")
+        options = question.options([*rules.allow, *project_allow], project=rules.project is not None)
         params = {
             "sessionId": session.session_id,
             "toolCall": permission_tool_call(call.info, session.render),
-            "options": PERMISSION_OPTIONS,
+            "options": [option.wire() for option in options],
         }
         try:
             response = await session.io.request("session/request_permission", params)
@@ -663,16 +666,24 @@ class TurnRunner:
                 session.turn.cancel()
             await anyio.lowlevel.checkpoint()  # raises: the turn's scope is cancelled
             return Deny("the turn was cancelled")
-        option = outcome.get("optionId") if isinstance(outcome, dict) and kind == "selected" else None
-        if option in ("allow_always", "reject_always"):
-            rule = "allow" if option == "allow_always" else "reject"
-            (rules.allow if rule == "allow" else rules.reject).add(key)
-            session.record({"type": "permission", "rule": rule, "key": key})
-        if option in ("allow_once", "allow_always"):
+        option_id = outcome.get("optionId") if isinstance(outcome, dict) and kind == "selected" else None
+        chosen = next((option for option in options if option.option_id == option_id), None)
+        if chosen is None:
+            return Deny(f"the permission answer was not understood ({response!r:.80}); the call was not run")
+        if chosen.remember:
+            rule = "allow" if chosen.kind == "allow_always" else "reject"
+            if chosen.project and rules.project is not None:
+                try:
+                    rules.project.add(rule, chosen.remember)
+                except OSError as error:
+                    _log.warning("could not keep the answer for the project: %s", error)
+            else:
+                (rules.allow if rule == "allow" else rules.reject).update(chosen.remember)
+                for remembered in chosen.remember:
+                    session.record({"type": "permission", "rule": rule, "match": remembered.to_json()})
+        if chosen.kind in ("allow_once", "allow_always"):
             return Allow()
-        if option in ("reject_once", "reject_always"):
-            return Deny("the user declined this call; do not retry it unchanged")
-        return Deny(f"the permission answer was not understood ({response!r:.80}); the call was not run")
+        return Deny("the user declined this call; do not retry it unchanged")
 
     # -- cancellation ---------------------------------------------------------------------
 
@@ -701,6 +712,12 @@ def _rejection(call: _Call) -> ToolExecutionResult:
         is_error=True,
         error=ToolErrorInfo(name="ToolArgsError", code="INVALID_ARGS"),
     )
+
+
+def _roots(execution: ToolExecution) -> tuple[str, ...]:
+    """The real paths of the session's folder and additional directories (the first is its cwd)."""
+    cwd = (execution.cwd,) if execution.cwd else ()
+    return tuple(os.path.realpath(root) for root in (*cwd, *execution.additional_directories))
 
 
 def _streamed(call: _Call) -> bool:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from ._content import ContentBlock
 from ._errors import ToolArgsError, ToolDefinitionError
-from ._execution import ToolExecution, ToolResult
+from ._execution import ApprovalSubject, ToolExecution, ToolResult
 from ._schema import SchemaSpec, check_schema_spec, schema_spec_to_json_schema, validate_args
 from ._views import TOOL_KINDS, ToolCallView, ToolKind, ToolResultView
 
@@ -88,6 +88,19 @@ class ToolDefinition:
     """Whether calls may run concurrently with other parallel-safe calls of the same step."""
     parse_arguments: Callable[[Any], Any] = field(default=_identity)
     """Turns raw arguments into what ``execute`` takes; raises ``ToolArgsError`` when invalid."""
+    approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None
+    """What a person approving a call of this tool is asked about, when that is narrower than
+    the tool (``bash``: the command line and where it runs); ``None``: the tool itself."""
+
+    def subject_of(self, execution: ToolExecution) -> ApprovalSubject | None:
+        """``approval_subject`` made safe: arguments it cannot read give ``None`` (the tool)."""
+        if self.approval_subject is None:
+            return None
+        try:
+            return self.approval_subject(execution.arguments, execution)
+        except Exception:
+            _log.debug("approval_subject of tool %r failed on its arguments", self.name, exc_info=True)
+            return None
 
     @property
     def schema(self) -> ToolSchema:
@@ -177,6 +190,7 @@ def define_tool(
     kind: ToolKind = "other",
     read_only: bool = False,
     parallel_safe: bool | None = None,
+    approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None,
 ) -> ToolDefinition: ...
 
 
@@ -192,6 +206,7 @@ def define_tool(
     kind: ToolKind = "other",
     read_only: bool = False,
     parallel_safe: bool | None = None,
+    approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None,
 ) -> ToolDefinition: ...
 
 
@@ -206,6 +221,7 @@ def define_tool(
     kind: ToolKind = "other",
     read_only: bool = False,
     parallel_safe: bool | None = None,
+    approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None,
 ) -> ToolDefinition:
     """Define a tool whose arguments are validated before ``execute`` runs.
 
@@ -213,6 +229,7 @@ def define_tool(
     model class (``execute`` gets a validated instance; the JSON Schema is the model's). The
     schema and validator are built once, here; a malformed definition raises one
     ``ToolDefinitionError`` listing every problem. ``parallel_safe`` defaults to ``read_only``.
+    ``approval_subject`` gets the raw arguments (it must not trust them) and the execution.
     The presenters receive the same parsed arguments; they are wrapped so that arguments that
     do not parse give ``None`` (the generic card) instead of an exception.
     """
@@ -260,4 +277,5 @@ def define_tool(
         read_only=read_only,
         parallel_safe=read_only if parallel_safe is None else parallel_safe,
         parse_arguments=parse,
+        approval_subject=approval_subject,
     )

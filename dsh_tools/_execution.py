@@ -12,11 +12,14 @@ from ._content import ContentBlock
 __all__ = [
     "Accept",
     "Allow",
+    "ApprovalSubject",
     "Approver",
     "Ask",
     "Block",
+    "CommandSubject",
     "Deny",
     "DispatchObserver",
+    "PathSubject",
     "PostToolDecision",
     "PreToolDecision",
     "ProgressEvent",
@@ -134,10 +137,38 @@ class Deny:
 
 
 @dataclass(frozen=True, slots=True)
+class CommandSubject:
+    """What a call asks about: it runs the shell command line ``command`` in ``cwd`` (a real
+    path). A remembered answer then covers commands, never the whole tool."""
+
+    command: str
+    cwd: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PathSubject:
+    """What a call asks about: it would ``verb`` (read, write, edit...) the file or folder whose
+    real path (symlinks resolved) is ``path``; ``shown`` is how the call named it."""
+
+    verb: str
+    path: str
+    shown: str
+
+
+ApprovalSubject = CommandSubject | PathSubject
+"""What exactly a person is asked to allow, so that "always" means that and nothing wider."""
+
+
+@dataclass(frozen=True, slots=True)
 class Ask:
-    """Ask a person (through the execution's ``approver``); without one this is a deny."""
+    """Ask a person (through the execution's ``approver``); without one this is a deny.
+
+    ``subject`` says what the question is about when that is narrower than the tool (a path
+    outside the workspace); without it the tool's declared ``approval_subject`` is used.
+    """
 
     reason: str | None = None
+    subject: ApprovalSubject | None = None
     kind: Literal["ask"] = "ask"
 
 

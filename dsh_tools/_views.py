@@ -76,6 +76,7 @@ class TerminalCallView(_View):
     title: str
     description: str | None = None
     cwd: str | None = None
+    """Where it runs: absolute, or relative to the session's folder (the UI resolves it); ``None``: there."""
 
 
 class DiffCallView(_View):

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_tools import (
+    CommandSubject,
     GenericCallView,
     GenericResultView,
     SchemaSpec,
@@ -219,8 +220,21 @@ def _present_bash_call(args: dict[str, Any]) -> TerminalCallView | GenericCallVi
             raw_input={key: value for key, value in salient.items() if value is not None},
         )
     workdir = args.get("workdir")
-    cwd = workdir if isinstance(workdir, str) and os.path.isabs(workdir) else None  # else the session's
+    # A relative workdir is resolved against the session's folder by the UI bridge.
+    cwd = os.path.expanduser(workdir) if isinstance(workdir, str) and workdir else None
     return TerminalCallView(title=command, description=args.get("description"), cwd=cwd)
+
+
+def _bash_subject(args: Any, execution: ToolExecution) -> CommandSubject | None:
+    """What approving a command is about: the line, and the real directory it runs in."""
+    if not isinstance(args, dict) or not isinstance(args.get("command"), str):
+        return None
+    workdir = args.get("workdir")
+    try:
+        cwd = _workdir(workdir if isinstance(workdir, str) else None, execution.cwd)
+    except ToolError:
+        return CommandSubject(args["command"], None)
+    return CommandSubject(args["command"], os.path.realpath(cwd))
 
 
 def _present_bash_result(args: dict[str, Any], result: ToolResult) -> TerminalResultView | GenericResultView:
@@ -268,6 +282,7 @@ def bash_tools() -> list[ToolDefinition]:
             present_call=_present_bash_call,
             present_result=_present_bash_result,
             kind="execute",
+            approval_subject=_bash_subject,
         ),
         define_tool(
             name="bash_output",

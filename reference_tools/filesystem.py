@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -109,8 +110,7 @@ class LocalFileSystem(FileSystem):
     style is the file's first line ending (a file that mixes styles is written in that one
     style); a new file gets the text as given, without a BOM. Writes go to a temporary file in
     the same directory that is renamed over the target, so readers never see a partial file;
-    the file keeps its permission bits, and a symlink keeps pointing at the file it named
-    (the write goes to the link's target). A hard-linked file gets a new inode, and a file owned
+    the file keeps its permission bits. A hard-linked file gets a new inode, and a file owned
     by someone else becomes the agent's. There is no fsync (as in most editors), so a
     system crash soon after a write may lose it.
 
@@ -120,6 +120,11 @@ class LocalFileSystem(FileSystem):
     back; the inode tells a file renamed over the old one. (Windows has no such time, so there
     it is always ``None``.) A subclass that reads from somewhere else than the disk must
     override ``fingerprint`` too.
+
+    Paths are taken as real paths (absolute, no symlinks: the tools pass the path their policy
+    resolved and checked) and acted on exactly: on POSIX each directory is opened in turn without
+    following links, and the file relative to the last one, so a symlink swapped in after the
+    check makes the call fail instead of reading or writing elsewhere.
     """
 
     def __init__(self, *, max_bytes: int = 256 * 1024 * 1024) -> None:
@@ -150,7 +155,7 @@ class LocalFileSystem(FileSystem):
 
     def _read(self, path: str) -> str:
         # O_NONBLOCK: opening a FIFO must not hang the call; fstat then rejects it.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = _open_anchored(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with open(fd, "rb") as file:
             info = os.fstat(fd)
             if stat.S_ISDIR(info.st_mode):
@@ -171,30 +176,114 @@ class LocalFileSystem(FileSystem):
         return text.replace("\r\n", "\n") if "\r" in text else text
 
     def _write(self, path: str, chunks: Iterable[str]) -> None:
-        target = os.path.realpath(path)
+        if not _ANCHORED:
+            self._write_in(None, os.path.realpath(path), chunks)
+            return
+        directory, name = os.path.split(os.path.normpath(path))
+        dir_fd = _open_dir(directory, create=True)
+        try:
+            self._write_in(dir_fd, name, chunks)
+        finally:
+            os.close(dir_fd)
+
+    def _write_in(self, dir_fd: int | None, target: str, chunks: Iterable[str]) -> None:
+        """Write ``target`` (a name in ``dir_fd``, or a real path) through a renamed temporary."""
         bom, crlf, mode = False, False, None
         try:
-            mode = stat.S_IMODE(os.stat(target).st_mode)
-            bom, crlf = _format(target)
+            info = os.stat(target, dir_fd=dir_fd, follow_symlinks=dir_fd is None)
+            if stat.S_ISLNK(info.st_mode):
+                raise _link_error(target)
+            mode = stat.S_IMODE(info.st_mode)
+            bom, crlf = _format(target, dir_fd)
         except FileNotFoundError:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if dir_fd is None:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
         directory, name = os.path.split(target)
         temp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
         # 0o666 through the umask is what a plain open() would give a new file.
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666, dir_fd=dir_fd)
         try:
             with open(fd, "wb") as file:
                 if bom:
                     file.write(_BOM)
                 for block in _encoded(chunks, crlf=crlf):
                     file.write(block)
-            if mode is not None:
-                os.chmod(temp, mode)
-            os.replace(temp, target)
+                if mode is not None:
+                    if hasattr(os, "fchmod"):
+                        os.fchmod(file.fileno(), mode)
+                    else:
+                        os.chmod(temp, mode)
+            # The rename replaces the name in the directory that was checked, never a link's target.
+            os.replace(temp, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):  # the original error is the one to report
-                os.unlink(temp)
+                os.unlink(temp, dir_fd=dir_fd)
             raise
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_ANCHORED = bool(_NOFOLLOW and _DIRECTORY) and {os.open, os.stat, os.mkdir} <= os.supports_dir_fd
+"""Whether paths can be walked one directory at a time without following links (POSIX)."""
+
+
+def _link_error(path: str) -> OSError:
+    return OSError(
+        errno.ELOOP,
+        "a symbolic link is on the way (it may have been swapped in since the path was checked)",
+        path,
+    )
+
+
+def _open_dir(path: str, *, create: bool = False) -> int:
+    """A descriptor of the directory ``path`` (absolute, with no symlinks), reached one name at a
+    time without following any link: a link swapped in after the path was checked fails the
+    call instead of leading elsewhere. ``create`` makes missing directories on the way."""
+    fd = os.open(os.sep, os.O_RDONLY | _DIRECTORY)
+    try:
+        for part in [part for part in path.split(os.sep) if part]:
+            flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW
+            try:
+                next_fd = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                next_fd = os.open(part, flags, dir_fd=fd)
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(part, fd):
+                    raise _link_error(path) from None
+                raise
+            os.close(fd)
+            fd = next_fd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_anchored(path: str, flags: int) -> int:
+    """``os.open`` of ``path`` (absolute, with no symlinks) without following a link anywhere."""
+    if not _ANCHORED:
+        return os.open(os.path.realpath(path), flags)
+    directory, name = os.path.split(os.path.normpath(path))
+    dir_fd = _open_dir(directory)
+    try:
+        return os.open(name, flags | _NOFOLLOW, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _link_error(path) from None
+        raise
+    finally:
+        os.close(dir_fd)
 
 
 def _encoded(chunks: Iterable[str], *, crlf: bool, size: int = _WRITE_BLOCK) -> Iterator[bytes]:
@@ -216,9 +305,9 @@ def _encoded(chunks: Iterable[str], *, crlf: bool, size: int = _WRITE_BLOCK) -> 
         yield carry.encode()
 
 
-def _format(path: str) -> tuple[bool, bool]:
+def _format(path: str, dir_fd: int | None = None) -> tuple[bool, bool]:
     """(has a BOM, uses CRLF) of an existing file, from its first line ending."""
-    with open(path, "rb") as file:
+    with open(os.open(path, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd), "rb") as file:
         head = file.read(65536)
         bom = head.startswith(_BOM)
         previous = b""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import stat
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -38,6 +39,7 @@ from dsh_tools import (
     GenericCallView,
     GenericResultView,
     Location,
+    PathSubject,
     PreExecuteListener,
     PreNext,
     PreToolDecision,
@@ -208,15 +210,31 @@ def _tracker(execution: ToolExecution) -> ReadTracker:
     return execution.services.setdefault(ReadTracker, ReadTracker)
 
 
+class _Checked:
+    """The real path ``fs_policy`` checked for each call, so that the tool acts on that path
+    and does not resolve the one it was given a second time (a link could have changed)."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, str] = {}
+
+
+def _target(execution: ToolExecution, path: str) -> str:
+    """The real path a call acts on: the one its policy checked, else resolved now."""
+    checked = execution.services.get(_Checked)
+    real = checked.paths.pop(execution.call_id, None) if checked is not None else None
+    return real if real is not None else os.path.realpath(path)
+
+
 def _file_system(execution: ToolExecution) -> FileSystem:
     # mypy rejects an abstract class as a type[T] argument (python/mypy#4717); the lookup is by
     # isinstance, so any registered backend is found.
     return execution.services.get(FileSystem) or _LOCAL  # type: ignore[type-abstract]
 
 
-async def _read_text(execution: ToolExecution, path: str) -> str:
+async def _read_text(execution: ToolExecution, target: str, path: str) -> str:
+    """The text of ``target`` (a real path); errors name ``path``, as the call did."""
     try:
-        return await _file_system(execution).read_text(path)
+        return await _file_system(execution).read_text(target)
     except FileNotFoundError:
         raise ToolError(f"{path} does not exist") from None
     except IsADirectoryError:
@@ -227,13 +245,13 @@ async def _read_text(execution: ToolExecution, path: str) -> str:
         raise ToolError(f"cannot read {path}: {error.strerror or error}") from None
 
 
-async def _write_text(execution: ToolExecution, path: str, content: str | _hunks.Splice) -> None:
+async def _write_text(execution: ToolExecution, target: str, path: str, content: str | _hunks.Splice) -> None:
     file_system = _file_system(execution)
     try:
         if isinstance(content, str):
-            await file_system.write_text(path, content)
+            await file_system.write_text(target, content)
         else:
-            await file_system.write_chunks(path, content.chunks())
+            await file_system.write_chunks(target, content.chunks())
     except OSError as error:
         raise ToolError(f"cannot write {path}: {error.strerror or error}") from None
     except UnicodeEncodeError as error:  # JSON can carry lone surrogates; files cannot
@@ -247,19 +265,19 @@ async def _stamp(execution: ToolExecution, path: str) -> Hashable | None:
         return None
 
 
-async def _check_fresh(execution: ToolExecution, path: str, current: str) -> TextPrint | None:
-    """Refuse ``current`` (the file's text now) unless it is what the session last saw; return
-    its print, if the session has one."""
+async def _check_fresh(execution: ToolExecution, target: str, current: str, path: str) -> TextPrint | None:
+    """Refuse ``current`` (the text of ``target`` now) unless it is what the session last saw;
+    return its print, if the session has one."""
     # The stamp is taken after ``current`` was read: if it equals the one taken before the
     # recorded read, nothing changed in between, so ``current`` is what the session saw.
-    stamp = await _stamp(execution, path)
+    stamp = await _stamp(execution, target)
     tracker = _tracker(execution)
-    if tracker.changed(path, current, stamp):
+    if tracker.changed(target, current, stamp):
         raise ToolError(
             f"{path} has changed since it was last read (it was modified outside these tools); "
             "read it again and make the change on its current text"
         )
-    return tracker.seen(path)  # no await since the check: no other call can have recorded
+    return tracker.seen(target)  # no await since the check: no other call can have recorded
 
 
 def _fenced(body: str, info: str = "") -> str:
@@ -294,13 +312,14 @@ _READ_PARAMETERS: SchemaSpec = {
 
 async def _read(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     path = _paths.absolute(execution, args["file_path"])
+    target = _target(execution, path)
     offset, limit = args.get("offset", 1), args.get("limit", MAX_READ_LINES)
     if offset < 1 or limit < 1:
         raise ToolError("offset and limit must be at least 1")
     # Before the read: a change made after it, even during the read, then shows.
-    stamp = await _stamp(execution, path)
-    content = await _read_text(execution, path)
-    _tracker(execution).record(path, content, stamp)
+    stamp = await _stamp(execution, target)
+    content = await _read_text(execution, target, path)
+    _tracker(execution).record(target, content, stamp)
     total = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     if total == 0:
         return ToolOutput([text(f"{path} is empty.")], meta={"path": path, "start": 0, "end": 0, "total": 0})
@@ -384,19 +403,20 @@ _WRITE_PARAMETERS: SchemaSpec = {
 
 async def _write(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     path, content = _paths.absolute(execution, args["file_path"]), args["content"]
+    target = _target(execution, path)
     try:
-        old: str | None = await _read_text(execution, path)
+        old: str | None = await _read_text(execution, target, path)
     except ToolError:
         # A directory, a binary file: not something to overwrite. (A stat costs microseconds,
         # less than a hop to a worker thread: it runs on the event loop on purpose.)
-        if os.path.exists(path):  # noqa: ASYNC240
+        if os.path.lexists(target):  # noqa: ASYNC240
             raise
         old = None
     if old is not None:
-        await _check_fresh(execution, path, old)
+        await _check_fresh(execution, target, old, path)
         content = content.replace("\r\n", "\n")  # the file keeps its own line endings
-    await _write_text(execution, path, content)
-    _tracker(execution).record(path, content)
+    await _write_text(execution, target, path, content)
+    _tracker(execution).record(target, content)
     hunks = [] if old is None else _hunks.diff_hunks(old, content)
     meta = {"path": path, "created": old is None, "hunks": hunks, "line": _hunks.first_changed_line(hunks)}
     if old is None:
@@ -480,8 +500,9 @@ async def _edit(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
         raise ToolError("old_string is empty; to create a file, use write")
     if old == new:
         raise ToolError("old_string and new_string are the same, so there is nothing to change")
-    content = await _read_text(execution, path)
-    seen = await _check_fresh(execution, path, content)
+    target = _target(execution, path)
+    content = await _read_text(execution, target, path)
+    seen = await _check_fresh(execution, target, content, path)
     replace_all = bool(args.get("replace_all", False))
     sites = _hunks.find_sites(content, old, limit=None if replace_all else 2)
     if not sites:
@@ -499,8 +520,8 @@ async def _edit(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     # The new text is handed to the backend a chunk at a time and never built whole: in a large
     # file, building it costs more than writing it.
     edited = _hunks.Splice(content, sites, old, new)
-    await _write_text(execution, path, edited)
-    _tracker(execution).record(path, edited, base=seen)
+    await _write_text(execution, target, path, edited)
+    _tracker(execution).record(target, edited, base=seen)
     line = _hunks.first_changed_line(hunks)
     meta = {"path": path, "hunks": hunks, "line": line, "replacements": len(sites), "omitted": omitted}
     count = f"{len(sites)} replacements" if len(sites) > 1 else "1 replacement"
@@ -746,6 +767,8 @@ class _Rule:
     """The absolute path a call touches."""
     needs_read: bool = False
     """An existing file must have been read in this session first."""
+    acts_on_file: bool = False
+    """The tool opens the file the policy checked (read, write, edit)."""
 
 
 def _file_arg(execution: ToolExecution, args: dict[str, Any]) -> str:
@@ -757,9 +780,9 @@ def _path_arg(execution: ToolExecution, args: dict[str, Any]) -> str:
 
 
 _RULES: dict[ToolDefinition, _Rule] = {
-    read_tool: _Rule("read", _file_arg),
-    write_tool: _Rule("write", _file_arg, needs_read=True),
-    edit_tool: _Rule("edit", _file_arg, needs_read=True),
+    read_tool: _Rule("read", _file_arg, acts_on_file=True),
+    write_tool: _Rule("write", _file_arg, needs_read=True, acts_on_file=True),
+    edit_tool: _Rule("edit", _file_arg, needs_read=True, acts_on_file=True),
     glob_tool: _Rule("search", lambda execution, args: _glob_target(execution, args)[0]),
     grep_tool: _Rule("search", _path_arg),
     ls_tool: _Rule("list", _path_arg),
@@ -790,20 +813,37 @@ def fs_policy(registry: ToolRegistry) -> PreExecuteListener:
             path = rule.target(execution, execution.arguments)
         except ToolError:  # the tool itself reports a path it cannot resolve
             return await next_()
-        # Two stats, cheaper than a hop to a worker thread: they run on the event loop.
+        # A few stats, cheaper than a hop to a worker thread: they run on the event loop.
         real = os.path.realpath(path)  # noqa: ASYNC240
-        if rule.needs_read and os.path.isfile(real) and not _tracker(execution).has_read(real):  # noqa: ASYNC240
+        try:
+            info: os.stat_result | None = os.stat(real)
+        except OSError:
+            info = None
+        is_file = info is not None and stat.S_ISREG(info.st_mode)
+        if rule.needs_read and is_file and not _tracker(execution).has_read(real):
             return Deny(
                 f"{path} has not been read in this session; read it before you {rule.verb} it, "
                 "so that the change is made to its current content"
             )
-        if _paths.inside_workspace(real, _paths.workspace_roots(execution)):
+        if rule.acts_on_file:
+            # The tool acts on this very path (see _target), not on a second resolution.
+            execution.services.setdefault(_Checked, _Checked).paths[execution.call_id] = real
+        # A file with other hard links may also live outside: nothing here can show where.
+        links = info.st_nlink if info is not None and is_file else 1
+        if links == 1 and _paths.inside_workspace(real, _paths.workspace_roots(execution)):
             return await next_()
         decision = await next_()
         if isinstance(decision, Deny):
             return decision
-        shown = path if real == path else f"{path} (really {real})"
-        return Ask(f"{rule.verb} {shown}, which is outside the workspace")
+        if links > 1:
+            reason = (
+                f"{rule.verb} {path}, a file with {links} hard links: its other names may be "
+                "outside the workspace"
+            )
+        else:
+            shown = path if real == path else f"{path} (really {real})"
+            reason = f"{rule.verb} {shown}, which is outside the workspace"
+        return Ask(reason, subject=PathSubject(rule.verb, real, path))
 
     return listener
 

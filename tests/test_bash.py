@@ -521,7 +521,7 @@ def test_call_cards() -> None:
     args = {"command": "make test", "description": "Run the tests"}
     assert bash.call_view(args) == TerminalCallView(title="make test", description="Run the tests")
     assert bash.call_view({**args, "workdir": "/abs/dir"}).cwd == "/abs/dir"
-    assert bash.call_view({**args, "workdir": "rel"}).cwd is None  # the bridge uses the session's
+    assert bash.call_view({**args, "workdir": "rel"}).cwd == "rel"  # the bridge resolves it
     assert bash.call_view({**args, "run_in_background": True}) == GenericCallView(
         title="make test (background)",
         kind="execute",

@@ -186,7 +186,7 @@ def test_in_a_terminal_open_cards_update_in_place() -> None:
     )
     assert run.returncode == 0, run.stderr
     screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run.stdout)
-    assert "Allow this call?   Allow    Always allow    Reject    Always reject" in screen
+    assert "Allow this call?   Allow    Always allow exactly `python3 -m unittest -v`" in screen
     assert " waiting " in screen  # the terminal, before permission was given
     assert "lines above" in screen  # a long running output shows its tail
     assert "○ pending" in screen

@@ -76,7 +76,7 @@ async def test_a_failed_write_leaves_the_file_and_no_temporary(
     path = tmp_path / "f.txt"
     path.write_text("before")
 
-    def fail(source: str, target: str) -> None:
+    def fail(source: str, target: str, **dir_fds: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", fail)

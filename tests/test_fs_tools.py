@@ -24,6 +24,7 @@ from dsh_tools import (
     GenericCallView,
     GenericResultView,
     Location,
+    PathSubject,
     PreNext,
     PreToolDecision,
     Services,
@@ -696,7 +697,9 @@ async def test_ask_goes_to_the_approver(ws: Path) -> None:
 
     session = Session(ws, approver=approver)
     assert "o" in await session.ok("read", file_path=str(ws.parent / "o.txt"))
-    assert asked == [Ask(f"read {ws.parent / 'o.txt'}, which is outside the workspace")]
+    outside = str(ws.parent / "o.txt")
+    subject = PathSubject("read", outside, outside)  # what an "always" answer may cover
+    assert asked == [Ask(f"read {outside}, which is outside the workspace", subject=subject)]
 
 
 async def test_search_tools_outside_the_workspace_ask(ws: Path, session: Session) -> None:

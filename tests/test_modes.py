@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -9,10 +10,11 @@ from typing import Any
 import pytest
 
 from dsh_acp._connection import RpcError
-from dsh_acp._modes import PermissionState, mode_gate, permission_key
+from dsh_acp._modes import PermissionState, mode_gate
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Ask,
+    CommandSubject,
     Deny,
     PreNext,
     PreToolDecision,
@@ -32,9 +34,19 @@ async def _ok(args: dict[str, Any], execution: ToolExecution) -> str:
     return "ok"
 
 
+def _command(args: Any, execution: ToolExecution) -> CommandSubject:
+    return CommandSubject(args["command"], os.path.realpath(execution.cwd or "/"))
+
+
 def tool(name: str, kind: Any, read_only: bool = False, **params: Any) -> ToolDefinition:
     return define_tool(
-        name=name, description=name, parameters=params, execute=_ok, kind=kind, read_only=read_only
+        name=name,
+        description=name,
+        parameters=params,
+        execute=_ok,
+        kind=kind,
+        read_only=read_only,
+        approval_subject=_command if "command" in params else None,
     )
 
 
@@ -111,18 +123,6 @@ async def test_other_policies_denials_hold_in_every_mode(mode: str) -> None:
 async def test_asks_from_other_policies_ask_in_every_mode_but_bypass(mode: str, expected: str) -> None:
     registry = registry_with(Ask("outside the workspace"))
     assert await outcome(registry, mode, "reader") == expected
-
-
-def test_permission_keys() -> None:
-    shell = TOOLS[3]
-    assert permission_key(shell, "shell", {"command": "npm test -- --watch"}) == "shell: npm test"
-    assert permission_key(shell, "shell", {"command": "git commit -m 'x y'"}) == "shell: git commit"
-    assert permission_key(shell, "shell", {"command": "ls -la"}) == "shell: ls"
-    assert permission_key(shell, "shell", {"command": "cat README.md"}) == "shell: cat"
-    assert permission_key(shell, "shell", {"command": "FOO=1 make build"}) == "shell: make build"
-    assert permission_key(shell, "shell", {"command": "echo 'unterminated"}) == "shell: echo 'unterminated"
-    assert permission_key(TOOLS[2], "editor", {"command": "not a shell"}) == "editor"
-    assert permission_key(None, "gone", {}) == "gone"
 
 
 def step(*calls: tuple[str, str, Any]) -> dict[str, Any]:

@@ -386,7 +386,7 @@ def test_the_turn_closes_every_call_and_ends(run: Run) -> None:
 
 MODEL_ID = "script:model.json"  # drive.mjs hands the agent its script as <state dir>/model.json
 MODE_IDS = ["default", "accept_edits", "plan", "bypass"]
-COMMANDS = ["compact", "init", "mode", "model", "tools"]
+COMMANDS = ["compact", "init", "mode", "model", "permissions", "tools"]
 REFERENCE_TOOLS = [
     "bash",
     "bash_output",
@@ -513,7 +513,7 @@ def test_the_slash_menu_arrives_after_the_session_answer(editor: Run) -> None:
     assert all(command["description"] for command in listed)
     # The commands that take an argument say so, so the editor can hint at it after the name.
     hinted = {command["name"] for command in listed if command.get("input", {}).get("hint")}
-    assert hinted == {"mode", "model"}
+    assert hinted == {"mode", "model", "permissions"}
 
 
 def test_todo_write_is_a_live_plan_with_usage_and_then_a_title(editor: Run) -> None:

@@ -15,13 +15,15 @@ class Normalizer:
     """Rewrites what varies between runs, and only that.
 
     JSON-RPC ids are renumbered per direction (responses carry the client's ids, requests the
-    agent's); the temp cwd becomes ``{{cwd}}`` and session ids ``{{sessionId}}``,
+    agent's); the temp cwd becomes ``{{cwd}}``, the folder around it ``{{root}}``, and session
+    ids ``{{sessionId}}``,
     ``{{sessionId2}}``… in order of appearance. Nothing else is hidden.
     """
 
-    def __init__(self, cwd_aliases: Iterable[str]) -> None:
+    def __init__(self, cwd_aliases: Iterable[str], root_aliases: Iterable[str] = ()) -> None:
         # Longest first, so /private/tmp/x wins over /tmp/x on macOS.
         self._cwds = sorted({alias.rstrip("/") for alias in cwd_aliases if alias}, key=len, reverse=True)
+        self._roots = sorted({alias.rstrip("/") for alias in root_aliases if alias}, key=len, reverse=True)
         self._sessions: dict[str, str] = {}
         self._client_ids: dict[Any, int] = {}
         self._agent_ids: dict[Any, int] = {}
@@ -36,6 +38,9 @@ class Normalizer:
         for cwd in self._cwds:
             if cwd in value:
                 value = value.replace(cwd, "{{cwd}}")
+        for root in self._roots:  # what lies beside the workspace (its parent folder)
+            if root in value:
+                value = value.replace(root, "{{root}}")
         if value in self._sessions:
             return self._sessions[value]
         for session_id, name in self._sessions.items():

@@ -9,6 +9,7 @@ A scenario folder ``fixtures/wire/<name>/`` holds:
 - ``model.json``: the scripted model (``{"turns": [...]}``, see ``dsh_acp`` ``--model script:``);
   ``{{cwd}}`` in it is the session's temp folder;
 - ``workspace/`` (optional): copied into a fresh temp folder that is the session cwd;
+- ``outside/`` (optional): copied beside it (``{{cwd}}/../outside``, shown as ``{{root}}/outside``);
 - ``expected.jsonl``: the golden — every line the agent wrote, normalized (see ``Normalizer``).
 
 Steps (one key each; strings may use ``{{cwd}}``, ``{{sessionId}}``/``{{sessionId2}}``…, and
@@ -353,6 +354,8 @@ def _workspace(scenario: Scenario) -> Iterator[tuple[Path, Path]]:
             shutil.copytree(seed, cwd, symlinks=True)
         else:
             cwd.mkdir()
+        if (scenario.folder / "outside").is_dir():
+            shutil.copytree(scenario.folder / "outside", root / "outside", symlinks=True)
         yield root, cwd
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -374,7 +377,7 @@ async def run_scenario(
                 segments.append([])
             else:
                 segments[-1].append(step)
-        normalizer = Normalizer([str(cwd), str(cwd.resolve())])
+        normalizer = Normalizer([str(cwd), str(cwd.resolve())], [str(root), str(root.resolve())])
         golden: list[str] = []
         for segment in segments:
             with anyio.fail_after(60):
