@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, chunk, stream_reply
+from fake_openai import FakeOpenAI, chunk, llama_error, stream_reply
 
 from dsh_acp._cli import build_config
 from dsh_acp._compaction import choose_cut
@@ -154,3 +154,34 @@ async def test_slash_compact_summarises_only_what_fits(acp_schema: AcpSchema, tm
     assert "turn2 turn2" not in texts(summarize)  # the newest turn did not fit: it is kept
     assert "turn2 turn2" in texts(after)
     assert "SUMMARY" in texts(after)
+
+
+async def test_a_summary_request_that_does_not_fit_is_retried_smaller(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    overflow = llama_error(
+        400,
+        "request (1100 tokens) exceeds the available context size (1024 tokens), try increasing it",
+        "exceed_context_size_error",
+        n_prompt_tokens=1100,
+        n_ctx=1024,
+    )
+    replies = [
+        answer("First answer. " * 40, usage=(300, 580)),
+        overflow,  # the summariser's first try: the server counts more tokens than estimated
+        answer("SUMMARY"),
+        answer("Second answer."),
+    ]
+    async with FakeOpenAI(replies, strict=True, n_ctx=1024, title="T") as server:
+        async with AcpClient.in_memory(build_config(args(server, tmp_path)), schema=acp_schema) as client:
+            await client.initialize(COMPACTION_CLIENT)
+            sid = await client.new_session(str(tmp_path))
+            assert await client.prompt(sid, "first " * 150) == {"stopReason": "end_turn"}
+            assert await client.prompt(sid, "second") == {"stopReason": "end_turn"}
+            updates = client.updates(sid)
+        client.assert_valid()
+    _, too_big, smaller, after = server.requests
+    assert len(smaller.body) < len(too_big.body)
+    assert "SUMMARY" in texts(after)
+    statuses = [u["status"] for u in updates if u["sessionUpdate"] == "compaction_update"]
+    assert statuses == ["in_progress", "failed", "in_progress", "completed"]
