@@ -1,0 +1,153 @@
+"""Relay through a real HTTP model: the latency the agent adds between a chunk leaving an
+OpenAI-compatible server on 127.0.0.1 and its ``agent_message_chunk`` reaching the client, and
+the agent's CPU per chunk, beside a bare asyncio + orjson relay (``_relay_floor.py``).
+
+The server is a thread of this process with blocking sockets: it streams ``--chunks`` SSE chunks
+trickled 5-20 ms apart (seeded), noting ``perf_counter`` as each leaves; the client reads the
+agent's stdout and notes when each chunk's notification arrives (the same clock). One warm-up
+prompt first (dsh-acp also asks for a title then). Medians of ``--runs`` runs of p99s.
+
+Targets: agent p99 <= 1 ms and CPU per chunk <= 1.3x the floor. Exits 1 on a miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _child import NdjsonChild
+
+HERE = Path(__file__).resolve().parent
+P99_TARGET_MS = 1.0
+CPU_RATIO_TARGET = 1.3
+
+
+class TrickleServer:
+    def __init__(self, chunks: int, seed: int) -> None:
+        self.chunks = chunks
+        self.random = random.Random(seed)
+        self.sent: list[float] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            connection, _ = self.listener.accept()
+            threading.Thread(target=self._handle, args=(connection,), daemon=True).start()
+
+    def _handle(self, connection: socket.socket) -> None:
+        with connection:
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += connection.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                ),
+                0,
+            )
+            while len(body) < length:
+                body += connection.recv(65536)
+            if head.startswith(b"GET"):
+                connection.sendall(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                return
+            title = b"You name coding sessions" in body
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+            )
+            count = 1 if title else self.chunks
+            sent: list[float] = []
+            for index in range(count):
+                if not title:
+                    time.sleep(self.random.uniform(0.005, 0.020))
+                document = {
+                    "choices": [{"index": 0, "delta": {"content": f"tok{index} "}, "finish_reason": None}]
+                }
+                payload = b"data: " + json.dumps(document).encode() + b"\n\n"
+                sent.append(time.perf_counter())
+                connection.sendall(payload)
+            finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            connection.sendall(b"data: " + json.dumps(finish).encode() + b"\n\ndata: [DONE]\n\n")
+            if not title:
+                self.sent = sent
+
+
+def run(command: list[str], server: TrickleServer, cwd: str) -> tuple[float, float]:
+    child = NdjsonChild(command, cwd, env={**os.environ})
+    try:
+        child.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        session = child.call("session/new", {"cwd": cwd, "mcpServers": []})["sessionId"]
+        for _warm_up_then_measured in range(2):
+            request_id = child.request(
+                "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+            )
+            received: list[float] = []
+            cpu = child.cpu_seconds()
+            for line in child.lines():
+                now = time.perf_counter()
+                if b'"agent_message_chunk"' in line:
+                    received.append(now)
+                elif b'"id":' + str(request_id).encode() in line.replace(b" ", b"") and b'"result"' in line:
+                    break
+            cpu = child.cpu_seconds() - cpu
+            time.sleep(0.3)  # the title request, if any, is answered before the next prompt
+        latencies = sorted((r - s) * 1000 for r, s in zip(received, server.sent, strict=True))
+        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+        return p99, cpu / len(received) * 1e6
+    finally:
+        child.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chunks", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    results: dict[str, list[tuple[float, float]]] = {"floor": [], "dsh-acp": []}
+    with tempfile.TemporaryDirectory() as state:
+        for run_index in range(args.runs):
+            for label in ("floor", "dsh-acp"):
+                server = TrickleServer(args.chunks, seed=run_index)
+                base = f"http://127.0.0.1:{server.port}/v1"
+                if label == "floor":
+                    command = [sys.executable, str(HERE / "_relay_floor.py"), base]
+                else:
+                    command = [sys.executable, "-m", "dsh_acp", "--model", "openai:bench", "--base-url", base]
+                    command += ["--no-tools", "--state-dir", state]
+                results[label].append(run(command, server, state))
+    floor_p99 = statistics.median(r[0] for r in results["floor"])
+    floor_cpu = statistics.median(r[1] for r in results["floor"])
+    agent_p99 = statistics.median(r[0] for r in results["dsh-acp"])
+    agent_cpu = statistics.median(r[1] for r in results["dsh-acp"])
+    ok = agent_p99 <= P99_TARGET_MS and agent_cpu <= CPU_RATIO_TARGET * floor_cpu
+    print(
+        f"relay latency p99, chunk leaves the server -> client has it: dsh-acp {agent_p99:.3f} ms, "
+        f"floor {floor_p99:.3f} ms (target dsh-acp <= {P99_TARGET_MS} ms)"
+    )
+    print(
+        f"agent CPU per trickled chunk: dsh-acp {agent_cpu:.0f} us, floor {floor_cpu:.0f} us, "
+        f"{agent_cpu / floor_cpu:.2f}x (target <= {CPU_RATIO_TARGET}x)  {'ok' if ok else 'MISSED'}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
