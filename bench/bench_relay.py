@@ -120,15 +120,20 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chunks", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--libraries", action="store_true", help="also the bare relay through httpx and aiohttp (installed)"
+    )
     args = parser.parse_args()
-    results: dict[str, list[tuple[float, float]]] = {"floor": [], "dsh-acp": []}
+    labels = ["floor", "dsh-acp", *(["floor+httpx", "floor+aiohttp"] if args.libraries else [])]
+    results: dict[str, list[tuple[float, float]]] = {label: [] for label in labels}
     with tempfile.TemporaryDirectory() as state:
         for run_index in range(args.runs):
-            for label in ("floor", "dsh-acp"):
+            for label in labels:
                 server = TrickleServer(args.chunks, seed=run_index)
                 base = f"http://127.0.0.1:{server.port}/v1"
-                if label == "floor":
-                    command = [sys.executable, str(HERE / "_relay_floor.py"), base]
+                if label.startswith("floor"):
+                    library = label.partition("+")[2] or "raw"
+                    command = [sys.executable, str(HERE / "_relay_floor.py"), base, library]
                 else:
                     command = [sys.executable, "-m", "dsh_acp", "--model", "openai:bench", "--base-url", base]
                     command += ["--no-tools", "--state-dir", state]
@@ -137,6 +142,12 @@ def main() -> int:
     floor_cpu = statistics.median(r[1] for r in results["floor"])
     agent_p99 = statistics.median(r[0] for r in results["dsh-acp"])
     agent_cpu = statistics.median(r[1] for r in results["dsh-acp"])
+    for label in labels[2:]:
+        p99 = statistics.median(r[0] for r in results[label])
+        cpu = statistics.median(r[1] for r in results[label])
+        print(
+            f"{label}: p99 {p99:.3f} ms, CPU per chunk {cpu:.0f} us ({cpu / floor_cpu:.2f}x the bare floor)"
+        )
     ok = agent_p99 <= P99_TARGET_MS and agent_cpu <= CPU_RATIO_TARGET * floor_cpu
     print(
         f"relay latency p99, chunk leaves the server -> client has it: dsh-acp {agent_p99:.3f} ms, "
