@@ -206,6 +206,7 @@ def _model_config(spec: str | None, base_url: str | None, parser: argparse.Argum
                 build=source.model,
                 accepts_images=settings.accepts_images,
                 description=f"{settings.model} at {settings.base_url}",
+                efforts=settings.reasoning_efforts,
             )
         ]
         config.secrets = tuple(filter(None, [settings.api_key]))

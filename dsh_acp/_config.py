@@ -77,6 +77,8 @@ class ModelChoice:
     """Builds one instance per session."""
     accepts_images: bool = False
     description: str | None = None
+    efforts: tuple[str, ...] = ()
+    """The reasoning efforts the model takes (the effort picker; empty: no picker)."""
 
 
 @dataclass

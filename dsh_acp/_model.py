@@ -163,6 +163,8 @@ class ModelRequest:
     tools: Sequence[ToolSchema]
     system: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    reasoning_effort: str | None = None
+    """How hard a reasoning model should think (``low``/``medium``/``high``), when chosen."""
     notice: Callable[[str, str], Awaitable[None]] | None = None
     """Where a model tells the user, while the request waits, what is happening around it (a
     retry after a rate limit): ``(title, detail)``; ``None`` when nobody listens."""

@@ -194,6 +194,8 @@ def chat_request(settings: ModelSettings, request: ModelRequest, *, progress: bo
     }
     if request.tools:
         body["tools"] = [_tool(schema) for schema in request.tools]
+    if request.reasoning_effort and request.reasoning_effort in settings.reasoning_efforts:
+        body["reasoning_effort"] = request.reasoning_effort
     if progress:
         body["return_progress"] = True  # llama.cpp only: other servers may refuse unknown fields
     return body
@@ -252,6 +254,8 @@ class RequestEncoder:
         }
         if progress:
             rest["return_progress"] = True
+        if request.reasoning_effort and request.reasoning_effort in settings.reasoning_efforts:
+            rest["reasoning_effort"] = request.reasoning_effort
         body = b'{"messages":[' + b",".join(head + parts) + b"]," + orjson.dumps(rest)[1:-1]
         if request.tools:
             schemas = self._schemas

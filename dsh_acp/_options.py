@@ -10,9 +10,17 @@ from ._config import ModelChoice
 from ._modes import MODES
 from ._session import Session
 
-__all__ = ["REASONING_OPTION", "boolean_options_supported", "config_options"]
+__all__ = ["EFFORT_OPTION", "REASONING_OPTION", "boolean_options_supported", "config_options", "efforts"]
 
 REASONING_OPTION = "show_reasoning"
+EFFORT_OPTION = "reasoning_effort"
+_EFFORT_NAMES = {"low": "Low", "medium": "Medium", "high": "High"}
+
+
+def efforts(session: Session, models: Sequence[ModelChoice]) -> tuple[str, ...]:
+    """The reasoning efforts the session's model takes (empty: no effort picker)."""
+    choice = next((m for m in models if m.id == session.model_id), models[0] if models else None)
+    return choice.efforts if choice is not None else ()
 
 
 def boolean_options_supported(client_capabilities: Mapping[str, Any]) -> bool:
@@ -58,6 +66,19 @@ def config_options(
             ],
         }
     )
+    levels = efforts(session, models)
+    if levels:
+        options.append(
+            {
+                "id": EFFORT_OPTION,
+                "name": "Reasoning effort",
+                "description": "How hard the model thinks before it answers (from the next request)",
+                "category": "thought_level",
+                "type": "select",
+                "currentValue": session.effort or ("medium" if "medium" in levels else levels[0]),
+                "options": [{"value": level, "name": _EFFORT_NAMES.get(level, level)} for level in levels],
+            }
+        )
     if boolean_options_supported(client_capabilities):
         options.append(
             {

@@ -30,7 +30,7 @@ from ._connection import (
 from ._instructions import ProjectInstructions
 from ._model import ContextOverflow, ModelAuthError, ModelError, UserMessage
 from ._modes import MODES, PermissionState, mode_gate, modes_wire
-from ._options import REASONING_OPTION, boolean_options_supported, config_options
+from ._options import EFFORT_OPTION, REASONING_OPTION, boolean_options_supported, config_options, efforts
 from ._prompt import system_prompt
 from ._replay import replay_updates, restore_state
 from ._scripted import ScriptExhausted
@@ -345,6 +345,7 @@ class Protocol:
         session.title = restored.title
         session.prompts = restored.prompts
         session.show_reasoning = restored.show_reasoning
+        session.effort = restored.effort
         if restored.cost is not None:
             from decimal import Decimal
 
@@ -491,6 +492,13 @@ class Protocol:
             return Reply(answer, self._in_step(session, mode=True, options=False))
         if parsed.config_id == "model" and isinstance(value, str) and self.config.models:
             await self._switch_model(session, value)
+        elif (
+            parsed.config_id == EFFORT_OPTION
+            and isinstance(value, str)
+            and value in efforts(session, self.config.models)
+        ):
+            session.effort = value  # the next model request carries it
+            session.record({"type": "config", "reasoning_effort": value})
         elif (
             parsed.config_id == REASONING_OPTION
             and isinstance(value, bool)

@@ -156,6 +156,7 @@ class RestoredState:
     prompts: int = 0
     cost: str | None = None
     """The session's cost so far, as logged (a decimal string)."""
+    effort: str | None = None
 
 
 def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
@@ -210,6 +211,7 @@ def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
         elif kind == "config":
             state.model_id = event.get("model_id", state.model_id)
             state.show_reasoning = event.get("show_reasoning", state.show_reasoning)
+            state.effort = event.get("reasoning_effort", state.effort)
         elif kind == "assistant":
             calls = tuple(
                 ToolCallRequest(c["id"], c["name"], c["arguments"]) for c in event.get("tool_calls", ())

@@ -74,6 +74,8 @@ class Session:
     model_id: str | None = None
     show_reasoning: bool = True
     prompts: int = 0
+    effort: str | None = None
+    """The reasoning effort picked for this session (``None``: the model's default)."""
     cost: Decimal | None = None
     """What the session's model requests cost so far (US dollars), when their price is known."""
     """Prompts this session has had (the next one is turn ``prompts`` of a scripted model)."""

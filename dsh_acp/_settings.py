@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,9 +82,16 @@ _KEYS: Final = {
     "request_timeout": float,
     "max_retries": int,
     "price_provider": str,
+    "reasoning_effort": bool,
     "models": dict,
 }
-_MODEL_KEYS: Final = ("context_window", "accepts_images", "send_reasoning", "price_provider")
+_MODEL_KEYS: Final = (
+    "context_window",
+    "accepts_images",
+    "send_reasoning",
+    "price_provider",
+    "reasoning_effort",
+)
 _TIMEOUT_KEYS: Final = ("connect_timeout", "stall_timeout", "first_event_timeout", "request_timeout")
 
 
@@ -175,6 +183,8 @@ class ModelSettings:
     """Total seconds of back-off one request may spend before giving up."""
     config_path: str | None = None
     price_provider: str | None = None
+    reasoning_efforts: tuple[str, ...] = ()
+    """The ``reasoning_effort`` values the model takes (empty: it takes none, the field is never sent)."""
     """Whose prices apply (a ``genai-prices`` provider id: ``openai``, ``deepseek``); ``None`` for
     servers the table does not know (a local server costs nothing we can tell)."""
 
@@ -347,8 +357,18 @@ def resolve_model_settings(
         send_reasoning=overrides.get("send_reasoning", provider == "deepseek"),
         config_path=str(config_path) if config_path is not None else None,
         price_provider=overrides.get("price_provider", provider if provider != "custom" else None),
+        reasoning_efforts=_EFFORTS if overrides.get("reasoning_effort", _takes_effort(name)) else (),
         **tuning,
     )
+
+
+_EFFORTS: Final = ("low", "medium", "high")
+
+
+def _takes_effort(model: str) -> bool:
+    """Models known to take ``reasoning_effort``: OpenAI's o-series and gpt-5, DeepSeek's reasoner."""
+    name = model.rsplit("/", 1)[-1].lower()
+    return bool(re.match(r"o\d", name)) or name.startswith(("gpt-5", "deepseek-reasoner"))
 
 
 def _default_base_url(model: str) -> str:

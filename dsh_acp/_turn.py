@@ -328,6 +328,7 @@ class TurnRunner:
             system=system,
             metadata={"turn": self._turn_index, "step": self._requests},
             notice=self._warn if session.render.notices else None,
+            reasoning_effort=session.effort,
         )
         self._requests += 1
         text: list[str] = []

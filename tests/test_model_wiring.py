@@ -269,3 +269,63 @@ async def test_no_cost_where_the_price_is_unknown(acp_schema: AcpSchema, tmp_pat
             (meter,) = client.updates(sid, ["usage_update"])
         client.assert_valid()
     assert meter == {"sessionUpdate": "usage_update", "used": 1100, "size": 8192}
+
+
+@pytest.mark.parametrize(("model", "picker"), [("gpt-5", True), ("o4-mini", True), ("gpt-4o", False)])
+async def test_the_reasoning_effort_picker_for_models_that_take_it(
+    acp_schema: AcpSchema, tmp_path: Path, model: str, picker: bool
+) -> None:
+    replies = [
+        stream_reply(chunk("One."), chunk(finish="stop")),
+        stream_reply(chunk("Title"), chunk(finish="stop")),
+        stream_reply(chunk("Two."), chunk(finish="stop")),
+    ]
+    async with FakeOpenAI(replies) as server:
+        args = [
+            "--model",
+            f"openai:{model}",
+            "--base-url",
+            server.base_url,
+            "--state-dir",
+            str(tmp_path / "s"),
+        ]
+        env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "DSH_API_KEY": ""}
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize()
+            created = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+            sid = created["sessionId"]
+            options = {o["id"]: o for o in created["configOptions"]}
+            assert ("reasoning_effort" in options) is picker
+            await client.prompt(sid, "one")
+            await client.wait_for(lambda _: bool(client.updates(sid, ["session_info_update"])))
+            if not picker:
+                with pytest.raises(RpcError):
+                    await client.request(
+                        "session/set_config_option",
+                        {"sessionId": sid, "configId": "reasoning_effort", "value": "high"},
+                    )
+                return
+            effort = options["reasoning_effort"]
+            assert (effort["category"], effort["type"], effort["currentValue"]) == (
+                "thought_level",
+                "select",
+                "medium",
+            )
+            assert [o["value"] for o in effort["options"]] == ["low", "medium", "high"]
+            answer = await client.request(
+                "session/set_config_option",
+                {"sessionId": sid, "configId": "reasoning_effort", "value": "high"},
+            )
+            assert {o["id"]: o["currentValue"] for o in answer["configOptions"]}["reasoning_effort"] == "high"
+            await client.prompt(sid, "two")
+        client.assert_valid()
+        first, _, second = (request.json for request in server.requests)
+        assert "reasoning_effort" not in first  # the model's default until one is picked
+        assert second["reasoning_effort"] == "high"  # effective from the next request
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize()
+            resumed = await client.request(
+                "session/resume", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+            )
+        current = {o["id"]: o["currentValue"] for o in resumed["configOptions"]}
+        assert current["reasoning_effort"] == "high"  # kept with the session
