@@ -28,6 +28,7 @@ NOT_BEFORE_INITIALIZE = (
     "dsh_acp._protocol",
     "dsh_acp._settings",
     "dsh_acp._store",
+    "shutil",  # argparse imports it to measure the terminal: our formatter does not
 )
 
 PROGRAM = """
