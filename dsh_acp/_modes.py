@@ -52,7 +52,19 @@ class PermissionState:
     mode: str = "default"
     allow: set[Rule] = field(default_factory=set)
     reject: set[Rule] = field(default_factory=set)
-    project: ProjectRules | None = None
+    project_of: tuple[str, str] | None = None
+    """``(state folder, session cwd)`` when answers can be kept for the project."""
+    _project: ProjectRules | None = field(default=None, repr=False)
+
+    @property
+    def project(self) -> ProjectRules | None:
+        """The project's kept answers, opened on first use (an idle session holds no more than
+        the two names)."""
+        if self._project is None and self.project_of is not None:
+            from ._approvals import ProjectRules
+
+            self._project = ProjectRules(*self.project_of)
+        return self._project
 
 
 def modes_wire(state: PermissionState) -> dict[str, Any]:

@@ -93,6 +93,7 @@ class Protocol:
         self.connection = connection
         self.client_capabilities = client_capabilities
         self.sessions: dict[str, Session] = {}
+        self._state_dir = str(config.state_dir) if config.state_dir is not None else None
         self.tools = ToolRegistry()
         # The mode policy goes first so that it wraps every other policy (see _modes).
         self.tools.on_pre_execute(mode_gate(self.tools))
@@ -214,10 +215,8 @@ class Protocol:
 
     def _make_session(self, session_id: str, parsed: NewSessionParams) -> Session:
         permissions = PermissionState(mode=self.config.default_mode)
-        if self.config.state_dir is not None:
-            from ._approvals import ProjectRules  # not on the initialize path
-
-            permissions.project = ProjectRules(str(self.config.state_dir), parsed.cwd)
+        if self._state_dir is not None:
+            permissions.project_of = (self._state_dir, parsed.cwd)
         choice = self._choice(None)
         session = Session(
             session_id=session_id,
