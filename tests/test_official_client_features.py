@@ -1,6 +1,6 @@
 """The features users ask every agent for, driven by the official ACP TypeScript client
 (``tests/client/drive.mjs``, scenario ``features``, script ``tests/client/features.json``):
-prompts queued while a turn runs and cancelled with it; notices; session/delete. See
+prompts queued while a turn runs and cancelled with it; notices; session/delete; ask_user; /init. See
 ``test_official_client`` for how the driver records what the SDK handed to the editor and the
 raw wire."""
 
@@ -107,3 +107,19 @@ def test_ask_user_is_an_elicitation_on_its_own_card(features: Run) -> None:
     assert final["content"][0]["content"]["text"] == "The user answered:\nPostgreSQL"
     raw = [m for _, m in features.wire("agent") if m.get("method") == "elicitation/create"]
     assert [m["params"] for m in raw] == [params]
+
+
+def test_slash_init_writes_agents_md_through_the_permission_flow(features: Run) -> None:
+    assert features.doc["init"] == {"stopReason": "end_turn"}
+    agents = features.workspace / "AGENTS.md"
+    asked = [
+        e
+        for e in features.events("request_permission")
+        if e["params"]["toolCall"]["toolCallId"] == "call-init"
+    ]
+    assert len(asked) == 1  # the write asked, as any write does in the default mode
+    (written,) = features.fs_requests("write_text_file", agents)
+    assert written["content"] == agents.read_text()
+    assert agents.read_text().startswith("# AGENTS.md")
+    commands = [u for u in features.updates() if u["sessionUpdate"] == "available_commands_update"]
+    assert "init" in [c["name"] for c in commands[0]["availableCommands"]]

@@ -265,6 +265,8 @@ const scenarios = {
     output.cancelled = await cancelled;
     // The model asks the user (elicitation in form mode); the editor answers with the first choice.
     output.asked = await prompt("Set up the database");
+    // /init: the model writes AGENTS.md, asking like any write (allowed once) through the editor.
+    output.init = await prompt("/init");
     // A session whose MCP server cannot start: the editor is told with a notice, after the answer.
     output.mcpSession = await call(agent, acp.methods.agent.session.new, {
       cwd: workspace,
