@@ -44,6 +44,7 @@ __all__ = [
     "Reply",
     "RequestId",
     "RpcError",
+    "error_object",
 ]
 
 logger = logging.getLogger("dsh_acp.connection")
@@ -75,11 +76,26 @@ class RpcError(Exception):
         return f"RpcError({self.code}, {brief(self.message)}, {brief(self.data)})"
 
     def to_error_object(self) -> dict[str, Any]:
-        """The ``error`` member of a response (the message folded to one line)."""
-        error: dict[str, Any] = {"code": self.code, "message": _one_line(self.message)}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
+        """The ``error`` member of a response (the message folded to one line, and repeated as
+        ``data.details``: see ``error_object``)."""
+        return error_object(self.code, self.message, self.data)
+
+
+def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC ``error`` object whose human message is also ``data.details``.
+
+    Some clients (Toad) show ``error.data`` and not ``error.message``; with the message in both,
+    every client shows it. Object ``data`` keeps its keys (a ``details`` of its own wins); any
+    other ``data`` moves under ``data.value``.
+    """
+    line = _one_line(message)
+    if data is None:
+        details: dict[str, Any] = {"details": line}
+    elif type(data) is dict:
+        details = {"details": line, **data}
+    else:
+        details = {"details": line, "value": data}
+    return {"code": code, "message": line, "data": details}
 
 
 @dataclass(frozen=True, slots=True)
@@ -633,7 +649,7 @@ def _frame_failed() -> None:
 
 
 def _error_bytes(request_id: RequestId | None, code: int, message: str) -> bytes:
-    return encode_message({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+    return encode_message({"jsonrpc": "2.0", "id": request_id, "error": error_object(code, message)})
 
 
 def _loop_call_soon() -> Callable[[Callable[[], None]], object] | None:
@@ -708,4 +724,4 @@ def _invalid_params(exc: ValidationError) -> dict[str, Any]:
     message = f"Invalid params: {where}: {first['msg']}" if where else f"Invalid params: {first['msg']}"
     if len(data) > 1:
         message += f" (and {len(data) - 1} more)"
-    return {"code": INVALID_PARAMS, "message": _one_line(message), "data": data}
+    return error_object(INVALID_PARAMS, message, {"errors": data})

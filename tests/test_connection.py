@@ -127,9 +127,10 @@ def ok(request_id: RequestId | None, result: Any) -> dict[str, Any]:
 
 
 def err(request_id: RequestId | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
+    # Every error repeats its message as data.details (clients that show only data show it);
+    # validation errors (a list) are under data.errors.
+    extra = {"errors": data} if isinstance(data, list) else data or {}
+    error: dict[str, Any] = {"code": code, "message": message, "data": {"details": message, **extra}}
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
@@ -203,7 +204,8 @@ async def test_error_response_raises_rpc_error() -> None:
 
         tg.start_soon(ask)
         assert (await peer.receive())["id"] == 0
-        await peer.send(err(0, RESOURCE_NOT_FOUND, "Resource not found", {"uri": "/missing"}))
+        error = {"code": RESOURCE_NOT_FOUND, "message": "Resource not found", "data": {"uri": "/missing"}}
+        await peer.send({"jsonrpc": "2.0", "id": 0, "error": error})
 
 
 async def test_out_of_order_responses_reach_their_callers() -> None:

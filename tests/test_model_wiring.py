@@ -37,6 +37,8 @@ async def test_without_a_key_the_agent_offers_auth_and_asks_for_it(
                 await client.request(method, params)
             assert info.value.code == -32000
             assert "DSH_API_KEY" in info.value.message
+            # Toad shows only error.data: the message must be there too.
+            assert info.value.data == {"details": info.value.message}
     client.assert_valid()
 
 

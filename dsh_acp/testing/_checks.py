@@ -30,11 +30,21 @@ def wire_problems(message: Any) -> list[str]:
 
     ``rawInput`` must be a JSON object: the schema allows any value, but typed clients (Toad)
     reject a tool call or a permission request whose ``rawInput`` is a string, and the user
-    then cannot approve the call at all.
+    then cannot approve the call at all. An error's human message must also be its
+    ``data.details``: some clients (Toad) show ``data`` and not ``message``.
     """
     if not isinstance(message, Mapping):
         return []
     problems = []
+    error = message.get("error")
+    if isinstance(error, Mapping):
+        data = error.get("data")
+        details = data.get("details") if isinstance(data, Mapping) else None
+        if details != error.get("message"):
+            problems.append(
+                f"error {error.get('code')!r}: its message must also be data.details "
+                "(some clients show only data)"
+            )
     for where, call in _tool_calls(message):
         if "rawInput" in call and not isinstance(call["rawInput"], Mapping):
             problems.append(
