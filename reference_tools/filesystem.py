@@ -17,10 +17,20 @@ import stat
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Iterator
+from dataclasses import dataclass
 
 import anyio.to_thread
 
-__all__ = ["RACY_NS", "FileSystem", "FileTooLargeError", "LocalFileSystem", "NotTextError"]
+__all__ = [
+    "RACY_NS",
+    "FileSystem",
+    "FileTooLargeError",
+    "LocalFileSystem",
+    "NotTextError",
+    "TextFormat",
+    "file_format",
+    "lf_text",
+]
 
 _BOM = codecs.BOM_UTF8
 _SNIFF = 8192  # like git: a NUL byte in the first 8 KiB means binary
@@ -42,6 +52,43 @@ behind ours."""
 
 # Looked up at each call so that tests can move the clock.
 _clock_ns = time.time_ns
+
+
+@dataclass(frozen=True, slots=True)
+class TextFormat:
+    """How a file stores the text the tools see (LF line endings, no byte-order mark).
+
+    One rule for every backend: a file keeps the BOM it had, and the line-ending style of its
+    first line ending (a file that mixes styles is written in that one style); a new file gets
+    the text as given.
+    """
+
+    bom: bool = False
+    crlf: bool = False
+
+    @classmethod
+    def of(cls, text: str) -> TextFormat:
+        """The format of a file's text as it is stored (before ``lf_text``)."""
+        newline = text.find("\n")
+        return cls(bom=text.startswith("\ufeff"), crlf=newline > 0 and text[newline - 1] == "\r")
+
+    def apply(self, text: str) -> str:
+        """LF ``text`` as the file stores it (a ``"\\r\\n"`` already in it stays one line end)."""
+        if self.crlf:
+            text = _crlf(text)
+        return "\ufeff" + text if self.bom else text
+
+
+def lf_text(text: str) -> str:
+    """A file's stored text as the tools see it: without a BOM, CRLF turned into LF (a lone CR
+    is content, not a line end)."""
+    text = text.removeprefix("\ufeff")
+    # The "\r" scan runs at memchr speed; the replace only runs for text that needs it.
+    return text.replace("\r\n", "\n") if "\r" in text else text
+
+
+def _crlf(text: str) -> str:
+    return (text.replace("\r\n", "\n") if "\r" in text else text).replace("\n", "\r\n")
 
 
 class NotTextError(ValueError):
@@ -172,8 +219,7 @@ class LocalFileSystem(FileSystem):
             text = codecs.decode(data, "utf-8-sig") if data.startswith(_BOM) else data.decode()
         except UnicodeDecodeError as error:
             raise NotTextError(f"not UTF-8 text (invalid byte at offset {error.start})") from None
-        # The "\r" scan runs at memchr speed; the replace only runs for files that need it.
-        return text.replace("\r\n", "\n") if "\r" in text else text
+        return lf_text(text)
 
     def _write(self, path: str, chunks: Iterable[str]) -> None:
         if not _ANCHORED:
@@ -188,13 +234,13 @@ class LocalFileSystem(FileSystem):
 
     def _write_in(self, dir_fd: int | None, target: str, chunks: Iterable[str]) -> None:
         """Write ``target`` (a name in ``dir_fd``, or a real path) through a renamed temporary."""
-        bom, crlf, mode = False, False, None
+        form, mode = TextFormat(), None
         try:
             info = os.stat(target, dir_fd=dir_fd, follow_symlinks=dir_fd is None)
             if stat.S_ISLNK(info.st_mode):
                 raise _link_error(target)
             mode = stat.S_IMODE(info.st_mode)
-            bom, crlf = _format(target, dir_fd)
+            form = file_format(target, dir_fd)
         except FileNotFoundError:
             if dir_fd is None:
                 os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -204,9 +250,9 @@ class LocalFileSystem(FileSystem):
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666, dir_fd=dir_fd)
         try:
             with open(fd, "wb") as file:
-                if bom:
+                if form.bom:
                     file.write(_BOM)
-                for block in _encoded(chunks, crlf=crlf):
+                for block in _encoded(chunks, crlf=form.crlf):
                     file.write(block)
                 if mode is not None:
                     if hasattr(os, "fchmod"):
@@ -299,14 +345,15 @@ def _encoded(chunks: Iterable[str], *, crlf: bool, size: int = _WRITE_BLOCK) -> 
                 block = carry + block
                 carry = "\r" if block.endswith("\r") else ""
                 block = block[: len(block) - len(carry)]
-                block = (block.replace("\r\n", "\n") if "\r" in block else block).replace("\n", "\r\n")
+                block = _crlf(block)
             yield block.encode()
     if carry:
         yield carry.encode()
 
 
-def _format(path: str, dir_fd: int | None = None) -> tuple[bool, bool]:
-    """(has a BOM, uses CRLF) of an existing file, from its first line ending."""
+def file_format(path: str, dir_fd: int | None = None) -> TextFormat:
+    """The ``TextFormat`` of an existing file on disk (``path`` relative to ``dir_fd`` if one is
+    given, never through a final symlink), read up to its first line ending."""
     with open(os.open(path, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd), "rb") as file:
         head = file.read(65536)
         bom = head.startswith(_BOM)
@@ -315,6 +362,6 @@ def _format(path: str, dir_fd: int | None = None) -> tuple[bool, bool]:
             newline = head.find(b"\n")
             if newline >= 0:
                 before = head[newline - 1 : newline] if newline else previous
-                return bom, before == b"\r"
+                return TextFormat(bom=bom, crlf=before == b"\r")
             previous, head = head[-1:], file.read(65536)
-    return bom, False
+    return TextFormat(bom=bom)

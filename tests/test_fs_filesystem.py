@@ -61,6 +61,54 @@ async def test_writes_keep_the_files_format(
     assert path.read_bytes() == written
 
 
+@pytest.mark.parametrize("read_first", [True, False])
+@pytest.mark.parametrize(
+    ("existing", "text", "written"),
+    [
+        (None, "a\nb", b"a\nb"),
+        (None, "a\r\nb\n", b"a\r\nb\n"),
+        (b"x\r\ny\r\n", "a\nb\n", b"a\r\nb\r\n"),
+        (b"x\r\ny\r\n", "a\r\nb\n", b"a\r\nb\r\n"),
+        (b"x\ny\n", "a\nb\n", b"a\nb\n"),
+        (b"\xef\xbb\xbfx\n", "a\n", b"\xef\xbb\xbfa\n"),
+        (b"\xef\xbb\xbfx\r\n", "a\nb", b"\xef\xbb\xbfa\r\nb"),
+        (b"x\r\ny\nz\n", "a\nb\n", b"a\r\nb\r\n"),
+        (b"single line, no newline", "a\nb\n", b"a\nb\n"),
+        (b"y" * 100_000 + b"\r\nz", "a\nb", b"a\r\nb"),
+        (b"", "a\n", b"a\n"),
+    ],
+)
+async def test_one_format_rule_for_the_disk_and_a_client(
+    tmp_path: Path, existing: bytes | None, text: str, written: bytes, read_first: bool
+) -> None:
+    # The same table for both backends: an editor that serves its files byte for byte through
+    # fs/read_text_file gets its line endings and BOM back as the disk does.
+    from dsh_acp._client_fs import ClientFileSystem
+    from dsh_acp._connection import RESOURCE_NOT_FOUND, RpcError
+
+    target = tmp_path / "f.txt"
+    path = str(target)
+    buffers = {path: existing.decode()} if existing is not None else {}
+
+    async def client(method: str, params: Any) -> Any:
+        if method == "fs/read_text_file":
+            if params["path"] not in buffers:
+                raise RpcError(RESOURCE_NOT_FOUND, "Resource not found")
+            return {"content": buffers[params["path"]]}
+        buffers[params["path"]] = params["content"]
+        return {}
+
+    local = LocalFileSystem()
+    if existing is not None:
+        target.write_bytes(existing)
+    for backend in (local, ClientFileSystem(client, "s", can_read=True, can_write=True)):
+        if read_first and existing is not None:
+            assert await backend.read_text(path) == filesystem.lf_text(existing.decode())
+        await backend.write_text(path, text)
+    assert target.read_bytes() == written
+    assert buffers[path].encode() == written
+
+
 async def test_write_creates_parents_with_the_umask_mode(tmp_path: Path, fs: LocalFileSystem) -> None:
     path = tmp_path / "a" / "b" / "c.txt"
     await fs.write_text(str(path), "x")

@@ -195,7 +195,7 @@ class _Run:
         if isinstance(value, list):
             return [self.expand(item) for item in value]
         if isinstance(value, dict):
-            return {key: self.expand(item) for key, item in value.items()}
+            return {self.expand(key): self.expand(item) for key, item in value.items()}
         return value
 
     def agent_args(self) -> list[str]:
