@@ -11,11 +11,12 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
+from ._client_profile import ClientProfile, TerminalsChoice, client_profile
 from ._config import VERSION, AgentConfig
 from ._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, Reply, RequestId, RpcError
 
@@ -53,6 +54,8 @@ class Agent:
         self.config = config
         self.background = background
         self.client_capabilities: dict[str, Any] = {}
+        self.profile = ClientProfile()
+        """What the client can show, read from ``initialize``."""
         self._connection: Connection | None = None
         self._protocol: Protocol | None = None
         self._warmed = False
@@ -69,7 +72,11 @@ class Agent:
 
             assert self._connection is not None, "attach() a connection first"
             self._protocol = Protocol(
-                self.config, self._connection, self.client_capabilities, self.background
+                self.config,
+                self._connection,
+                self.client_capabilities,
+                self.background,
+                profile=self.profile,
             )
         return self._protocol
 
@@ -112,6 +119,10 @@ class Agent:
         self.client_capabilities.clear()
         if isinstance(capabilities, dict):
             self.client_capabilities.update(capabilities)
+        terminals = cast(TerminalsChoice, self.config.terminals)
+        self.profile = client_profile(capabilities, params.get("clientInfo"), terminals)
+        if self._protocol is not None:
+            self._protocol.profile = self.profile
         durable = self.config.state_dir is not None
         return {
             # We speak only version 1: an unknown (newer) version is answered with ours, never echoed.

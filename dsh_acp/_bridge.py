@@ -38,12 +38,15 @@ from dsh_tools import (
     bound_text,
 )
 
+from ._client_profile import ClientProfile, TerminalKey, client_profile
+
 __all__ = [
     "CallInfo",
     "RenderContext",
     "ToolCallStatus",
     "absolute",
     "announce_call",
+    "attach_terminal",
     "cancelled_call",
     "compaction_status",
     "console_fence",
@@ -60,7 +63,6 @@ __all__ = [
 ]
 
 ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
-TerminalKey = Literal["terminal_output", "terminal_output_delta"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,21 +81,21 @@ class RenderContext:
     """Whether the client shows ``notice`` updates (``session.notices``)."""
 
     @classmethod
-    def for_client(cls, cwd: str, client_capabilities: Mapping[str, Any] | None) -> RenderContext:
-        """Read the terminal convention off ``initialize``'s ``clientCapabilities._meta``, and
-        whether the client advertised compaction and notice updates."""
-        capabilities = client_capabilities or {}
-        meta = capabilities.get("_meta") or {}
-        key: TerminalKey | None = None
-        if isinstance(meta, Mapping):
-            if meta.get("terminal_output_delta") is True:
-                key = "terminal_output_delta"
-            elif meta.get("terminal_output") is True:
-                key = "terminal_output"
-        session = capabilities.get("session")
-        compaction = isinstance(session, Mapping) and isinstance(session.get("compaction"), Mapping)
-        notices = isinstance(session, Mapping) and isinstance(session.get("notices"), Mapping)
-        return cls(cwd=cwd, terminal_key=key, compaction=compaction, notices=notices)
+    def for_profile(cls, cwd: str, profile: ClientProfile) -> RenderContext:
+        """Rendering for a client of this profile (see ``_client_profile``)."""
+        return cls(
+            cwd=cwd, terminal_key=profile.terminal_key, compaction=profile.compaction, notices=profile.notices
+        )
+
+    @classmethod
+    def for_client(
+        cls,
+        cwd: str,
+        client_capabilities: Mapping[str, Any] | None,
+        client_info: Mapping[str, Any] | None = None,
+    ) -> RenderContext:
+        """Rendering for a client from what it sent in ``initialize``."""
+        return cls.for_profile(cwd, client_profile(client_capabilities, client_info))
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +344,25 @@ def status_update(call_id: str, status: ToolCallStatus) -> dict[str, Any]:
     return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}
 
 
+def _attached_content(info: CallInfo, terminal_id: str, note: str | None = None) -> list[dict[str, Any]]:
+    description = info.view.description if isinstance(info.view, TerminalCallView) else None
+    blocks = [
+        *_content([TextBlock(text=description)] if description else []),
+        {"type": "terminal", "terminalId": terminal_id},
+    ]
+    return [*blocks, *_content([TextBlock(text=note)])] if note else blocks
+
+
+def attach_terminal(info: CallInfo, terminal_id: str) -> dict[str, Any]:
+    """The card once its command runs in the client's own terminal ``terminal_id``: the client
+    shows the live output there."""
+    return {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": info.call_id,
+        "content": _attached_content(info, terminal_id),
+    }
+
+
 def output_chunk(info: CallInfo, data: str, ctx: RenderContext) -> dict[str, Any] | None:
     """Live terminal output (appended by the client), or ``None`` when it has no terminal."""
     if ctx.terminal_key is None or not info.is_terminal or not data:
@@ -363,6 +384,7 @@ def _terminal_finish(
     ctx: RenderContext,
     status: ToolCallStatus,
     streamed: bool,
+    attached: str | None = None,
 ) -> list[dict[str, Any]]:
     terminal = view if isinstance(view, TerminalResultView) else None
     exit_code = terminal.exit_code if terminal else None
@@ -378,6 +400,21 @@ def _terminal_finish(
     if output is None and not result.is_error:
         output = _text_of(result.content)
     title = {"title": terminal.title} if terminal and terminal.title else {}
+
+    if attached is not None:  # the client's terminal shows the output; the card keeps it
+        note = "\n\n".join(part for part in (_exit_line(exit_code, signal), reason) if part)
+        update: dict[str, Any] = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": info.call_id,
+            "status": status,
+            **title,
+            "content": _attached_content(info, attached, note or None),
+        }
+        if output:  # for clients that list a call's raw output rather than draw its terminal (acpx)
+            update["rawOutput"] = {
+                "output": bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail)
+            }
+        return [update]
 
     if ctx.terminal_key is not None:
         updates: list[dict[str, Any]] = []
@@ -429,19 +466,22 @@ def finish_call(
     ctx: RenderContext,
     *,
     streamed: bool = False,
+    attached: str | None = None,
 ) -> list[dict[str, Any]]:
     """The updates that close a call: ``completed`` or ``failed``, with the result's card.
 
     ``streamed`` says whether live output already reached the client's terminal (a replay and a
-    tool that does not stream send the output once, here).
+    tool that does not stream send the output once, here). ``attached`` is the client's own
+    terminal the command ran in, if it did (the card keeps showing it; a replay, which has no
+    live terminal, shows the captured output instead).
     """
     status: ToolCallStatus = "failed" if result.is_error else "completed"
     if isinstance(info.view, PlanView):  # never announced as a card: only the plan changes
         return [plan_update(view)] if isinstance(view, PlanView) and not result.is_error else []
     if isinstance(view, PlanView):
         return [plan_update(view), status_update(info.call_id, status)]
-    if info.is_terminal:
-        return _terminal_finish(info, result, view, ctx, status, streamed)
+    if info.is_terminal or attached is not None:
+        return _terminal_finish(info, result, view, ctx, status, streamed, attached)
     if isinstance(view, TerminalResultView):  # no terminal was announced: the fenced fallback
         plain = RenderContext(ctx.cwd, None, ctx.fallback_head, ctx.fallback_tail)
         return _terminal_finish(info, result, view, plain, status, streamed)
@@ -463,10 +503,21 @@ def finish_call(
     return [update]
 
 
-def cancelled_call(info: CallInfo, ctx: RenderContext, *, streamed: bool = False) -> list[dict[str, Any]]:
+def cancelled_call(
+    info: CallInfo,
+    ctx: RenderContext,
+    *,
+    streamed: bool = False,
+    attached: str | None = None,
+    partial: str | None = None,
+) -> list[dict[str, Any]]:
     """Close a call the turn's cancellation interrupted: ``failed``; a terminal keeps its output
-    and gets a last line saying why."""
-    if info.is_terminal and ctx.terminal_key is not None:
-        result = ToolResult(content=(TextBlock(text="cancelled"),), is_error=True)
-        return _terminal_finish(info, result, None, ctx, "failed", streamed)
+    and gets a last line saying why. ``partial`` is what a command printed before the cancel,
+    for a client that had no live terminal (it gets that much, fenced)."""
+    result = ToolResult(content=(TextBlock(text="cancelled"),), is_error=True)
+    if attached is not None or (info.is_terminal and ctx.terminal_key is not None):
+        return _terminal_finish(info, result, None, ctx, "failed", streamed, attached)
+    if info.is_terminal and partial:
+        view = TerminalResultView(output=partial, error="cancelled")
+        return _terminal_finish(info, result, view, ctx, "failed", streamed)
     return [status_update(info.call_id, "failed")]

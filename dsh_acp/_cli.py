@@ -123,6 +123,14 @@ def _parser() -> argparse.ArgumentParser:
         help="read and write files on disk even when the editor offers its buffers (fs/*)",
     )
     parser.add_argument(
+        "--terminals",
+        default=os.environ.get("DSH_TERMINALS", "auto"),
+        choices=["auto", "client", "agent"],
+        help="where bash runs commands: in the client's own terminals (terminal/*) when it offers "
+        "them and has no live-output convention of its own (auto, the default; $DSH_TERMINALS), "
+        "whenever it offers them (client), or always in the agent (agent)",
+    )
+    parser.add_argument(
         "--state-dir",
         metavar="DIR",
         help="where session logs live (default: $DSH_STATE_DIR, else $XDG_STATE_HOME/dsh-acp)",
@@ -192,6 +200,7 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     config.coalesce_delay = args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None
     config.force_local_fs = args.local_fs
     config.instruction_files = tuple(name.strip() for name in args.instructions.split(",") if name.strip())
+    config.terminals = args.terminals
     config.default_mode = args.mode
     config.state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
     if args.deterministic:
@@ -282,7 +291,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dsh-acp`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in _COMMANDS:
-        return _run_command(argv[0], argv[1:])
+        try:
+            return _run_command(argv[0], argv[1:])
+        except BrokenPipeError:  # `dsh-acp tools | head`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
     config = build_config(argv)
     logging.basicConfig(
         stream=sys.stderr,
@@ -290,9 +303,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="dsh-acp %(levelname)s %(name)s: %(message)s",
     )
     _skip_pydantic_plugins()
+    if sys.stdin.isatty():
+        _greet(sys.stderr)
     from ._serve import serve_stdio
 
     return serve_stdio(config, max_message_bytes=config.max_message_bytes)
+
+
+def _greet(stream: Any) -> None:
+    """Someone started the agent in a terminal: say what it is and how to try it, on stderr (the
+    agent keeps serving on stdin/stdout, as an editor would use it)."""
+    command = sys.argv[0] if sys.argv and sys.argv[0].endswith("dsh-acp") else "dsh-acp"
+    stream.write(
+        f"dsh-acp {VERSION}: an Agent Client Protocol agent. Editors start it and speak JSON-RPC\n"
+        "on its stdin and stdout, so there is nothing to type here.\n"
+        "  Watch it work:  dsh-acp demo    (a scripted bug fix; no model, no key)\n"
+        f'  Zed:            "agent_servers": {{"dsh-acp": {{"type": "custom", "command": "{command}"}}}}\n'
+        f'  Toad:           toad acp "{command}" .\n'
+        "  More:           dsh-acp --help, and the README's 'Use it in your editor'.\n"
+        "Serving on stdin/stdout now; Ctrl+C quits.\n"
+    )
+    stream.flush()
 
 
 def _skip_pydantic_plugins() -> None:

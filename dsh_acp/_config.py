@@ -104,6 +104,9 @@ class AgentConfig:
     """Offer the ``ask_user`` reference tool to sessions whose client can ask (``elicitation.form``)."""
     instruction_files: tuple[str, ...] = ("AGENTS.md",)
     """File names of project instructions, read from the session folder up to the repository root."""
+    terminals: str = "auto"
+    """Where ``bash`` runs: ``auto`` (in the client's terminals when it offers them and has no
+    live-output convention of its own), ``client`` (whenever it offers them) or ``agent``."""
     default_mode: str = "default"
     """The permission mode new sessions start in (``default``, ``accept_edits``, ``plan``, ``bypass``)."""
     state_dir: Path | None = None

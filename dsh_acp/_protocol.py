@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, TextBlock, ToolRegistry
 
 from ._bridge import RenderContext, notice, wire_block
+from ._client_profile import ClientProfile
 from ._coalesce import CoalescePolicy
 from ._commands import MODEL_COMMANDS, available_commands, model_instruction, parse_command, tools_text
 from ._config import AgentConfig, ModelChoice
@@ -87,11 +88,16 @@ class Protocol:
         connection: Connection,
         client_capabilities: dict[str, Any],
         background: TaskGroup,
+        *,
+        profile: ClientProfile | None = None,
     ) -> None:
         self.config = config
         self.background = background
         self.connection = connection
         self.client_capabilities = client_capabilities
+        self.profile = profile or ClientProfile()
+        """What the client can show, read from ``initialize`` (the agent replaces it if the
+        client initializes again)."""
         self.sessions: dict[str, Session] = {}
         self._state_dir = str(config.state_dir) if config.state_dir is not None else None
         self.tools = ToolRegistry()
@@ -214,6 +220,7 @@ class Protocol:
         return next((m for m in models if m.id == model_id), models[0] if models else None)
 
     def _make_session(self, session_id: str, parsed: NewSessionParams) -> Session:
+        profile = self.profile
         permissions = PermissionState(mode=self.config.default_mode)
         if self._state_dir is not None:
             permissions.project_of = (self._state_dir, parsed.cwd)
@@ -225,7 +232,7 @@ class Protocol:
             model_id=choice.id if choice else None,
             registry=self.tools.layer(),
             services=Services(permissions),
-            render=RenderContext.for_client(parsed.cwd, self.client_capabilities),
+            render=RenderContext.for_profile(parsed.cwd, profile),
             io=self._io,
             additional_directories=tuple(parsed.additional_directories),
             mcp_servers=list(parsed.mcp_servers),
@@ -242,9 +249,13 @@ class Protocol:
 
                 session.registry.register(ask_user_tool())
                 session.services.add(ClientQuestions(self._io.request, session_id), as_type=UserQuestions)
-        fs = self.client_capabilities.get("fs")
-        can_read = isinstance(fs, dict) and fs.get("readTextFile") is True
-        can_write = isinstance(fs, dict) and fs.get("writeTextFile") is True
+        can_read, can_write = profile.can_read, profile.can_write
+        if profile.client_terminals:
+            from reference_tools.terminals import TerminalHost
+
+            from ._client_terminals import ClientTerminals
+
+            session.services.add(ClientTerminals(self._io.request, session_id), as_type=TerminalHost)
         if (can_read or can_write) and not self.config.force_local_fs:
             from reference_tools.filesystem import FileSystem
 

@@ -25,8 +25,9 @@ from dsh_tools import (
     ContentBlock,
     Deny,
     PlanView,
+    ProgressEvent,
+    TerminalAttached,
     TerminalCallView,
-    TerminalOutput,
     TextBlock,
     ToolErrorInfo,
     ToolExecution,
@@ -39,6 +40,7 @@ from ._bridge import (
     CallInfo,
     ToolCallStatus,
     announce_call,
+    attach_terminal,
     cancelled_call,
     compaction_status,
     finish_call,
@@ -112,6 +114,31 @@ class LoopSettings:
     system_prompt: Callable[[Session], str] | None = None
 
 
+class _Printed:
+    """What a command printed, head and tail within a budget: shown fenced to a client with no
+    live terminal if the call is cancelled (else the result shows the output)."""
+
+    def __init__(self, head: int, tail: int) -> None:
+        self._room, self._tail_max = head, tail
+        self._head: list[str] = []
+        self._tail = ""
+        self._dropped = 0
+
+    def feed(self, text: str) -> None:
+        if self._room > 0:
+            self._head.append(text[: self._room])
+            text = text[self._room :]
+            self._room -= len(self._head[-1])
+        if text:
+            kept = self._tail + text
+            self._dropped += max(0, len(kept) - self._tail_max)
+            self._tail = kept[-self._tail_max :]
+
+    def text(self) -> str:
+        marker = f"\n[... {self._dropped} characters omitted ...]\n" if self._dropped else ""
+        return "".join(self._head) + marker + self._tail
+
+
 @dataclass(eq=False)
 class _Call:
     info: CallInfo
@@ -123,6 +150,9 @@ class _Call:
     rejected: str | None = None
     """Why the call cannot run (its arguments are too deep or too big): it fails unannounced to
     its tool."""
+    attached: str | None = None
+    """The client's own terminal the command runs in (``terminal/create``), if any."""
+    printed: _Printed | None = None
 
     @property
     def is_plan(self) -> bool:
@@ -579,13 +609,24 @@ class TurnRunner:
         elif not call.is_plan:
             await self.session.send(status_update(call.info.call_id, "in_progress"))
 
-    def _progress_sink(self, call: _Call) -> Callable[[TerminalOutput], Any]:
+    def _progress_sink(self, call: _Call) -> Callable[[ProgressEvent], Any]:
         render = self.session.render
 
-        async def sink(event: TerminalOutput) -> None:
+        async def sink(event: ProgressEvent) -> None:
+            if isinstance(event, TerminalAttached):
+                call.attached = event.terminal_id
+                if call.announced and not call.is_plan:
+                    await self.session.send(attach_terminal(call.info, event.terminal_id))
+                return
             if call.output is None:
                 if render.terminal_key is None or not call.info.is_terminal:
-                    return  # a client without terminals gets the output once, at the end
+                    # A client without live output gets it once, at the end (or, if the call
+                    # is cancelled, what was printed until then).
+                    if call.info.is_terminal:
+                        if call.printed is None:
+                            call.printed = _Printed(render.fallback_head, render.fallback_tail)
+                        call.printed.feed(event.data)
+                    return
                 assert self._group is not None
                 call.output = OutputCoalescer(self._flusher(call), self.settings.coalesce, self._group)
             await call.output.feed(event.data)
@@ -630,7 +671,10 @@ class TurnRunner:
             call.model_result = None
             return
         call.finished = True
-        for update in finish_call(call.info, tool_result, view, session.render, streamed=_streamed(call)):
+        updates = finish_call(
+            call.info, tool_result, view, session.render, streamed=_streamed(call), attached=call.attached
+        )
+        for update in updates:
             await session.send(update)
 
     async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
@@ -699,7 +743,14 @@ class TurnRunner:
                 call.finished = True
                 if call.output is not None:
                     await call.output.aclose()  # what the tool printed before the cancel still shows
-                for update in cancelled_call(call.info, self.session.render, streamed=_streamed(call)):
+                updates = cancelled_call(
+                    call.info,
+                    self.session.render,
+                    streamed=_streamed(call),
+                    attached=call.attached,
+                    partial=call.printed.text() if call.printed is not None else None,
+                )
+                for update in updates:
                     await self.session.send(update)
         if self._step:
             self._settle_step()

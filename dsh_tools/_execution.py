@@ -25,6 +25,7 @@ __all__ = [
     "ProgressEvent",
     "ProgressSink",
     "Services",
+    "TerminalAttached",
     "TerminalOutput",
     "ToolErrorInfo",
     "ToolExecution",
@@ -44,8 +45,17 @@ class TerminalOutput:
     kind: Literal["terminal_output"] = "terminal_output"
 
 
-ProgressEvent = TerminalOutput
-"""What a running tool can report to whoever called ``execute`` (a union as kinds are added)."""
+@dataclass(frozen=True, slots=True)
+class TerminalAttached:
+    """The command now runs in the host's own terminal ``terminal_id`` (an ACP client's, created
+    with ``terminal/create``): the client shows its output, so no ``TerminalOutput`` follows."""
+
+    terminal_id: str
+    kind: Literal["terminal_attached"] = "terminal_attached"
+
+
+ProgressEvent = TerminalOutput | TerminalAttached
+"""What a running tool can report to whoever called ``execute``."""
 
 ProgressSink = Callable[[ProgressEvent], Awaitable[None]]
 """Receives progress events; awaiting it is the tool's backpressure."""

@@ -207,6 +207,8 @@ class Shell:
         self.settings = settings
         self.tasks: dict[str, Job] = {}
         """Background jobs by task id."""
+        self.host_failed = False
+        """Whether the client's terminals failed once: commands then run here."""
         self._running: set[Job] = set()
         self._count: dict[Literal["cmd", "bg"], int] = {"cmd": 0, "bg": 0}
         self._dir: str | None = None

@@ -17,6 +17,7 @@ the whole stream is saved to a private file that goes away with the session (``B
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -41,10 +42,15 @@ from dsh_tools import (
 )
 
 # Private names stay private here too: this module's public API is its __all__.
+from ._hosted import HostedRun as _HostedRun
+from ._hosted import run_hosted as _run_hosted
 from ._jobs import BashSettings
 from ._jobs import Job as _Job
 from ._jobs import Shell as _Shell
 from ._jobs import SpawnError as _SpawnError
+from .terminals import TerminalHost, TerminalHostError
+
+_log = logging.getLogger("reference_tools.bash")
 
 __all__ = ["BashSettings", "bash_tools"]
 
@@ -143,6 +149,16 @@ async def _bash(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     timeout = _timeout_s(
         args.get("timeout_ms"), settings, math.inf if background else settings.default_timeout_s
     )
+    host = execution.services.get(TerminalHost)  # type: ignore[type-abstract]
+    if host is not None and not background and not shell.host_failed:
+        try:
+            run = await _run_hosted(host, args["command"], cwd, settings, execution.report, timeout)
+        except TerminalHostError as error:
+            # Nothing ran: run it here, and from now on (one line, not one per command).
+            shell.host_failed = True
+            _log.warning("the client's terminals failed (%s); bash runs commands itself from now on", error)
+        else:
+            return _hosted_output(run, cwd)
     try:
         job = await shell.start(args["command"], cwd, background=background)
     except _SpawnError as error:
@@ -164,6 +180,24 @@ async def _bash(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     return ToolOutput(
         [text(_output_text(job, final=True) + _status_line(meta))], meta=meta, is_error=job.error is not None
     )
+
+
+def _hosted_output(run: _HostedRun, cwd: str) -> ToolOutput:
+    """The result of a command that ran in the client's terminal: what the terminal kept of the
+    output (both streams as they interleaved), then the status line."""
+    meta: dict[str, Any] = {
+        "exit_code": run.exit_code,
+        "signal": run.signal,
+        "cwd": cwd,
+        "error": run.error,
+        "stopped_leftovers": False,
+        "output": run.output,
+        "terminal_id": run.terminal_id,
+    }
+    body = run.output if not run.output or run.output.endswith("\n") else run.output + "\n"
+    if run.truncated:
+        body = "[... the client's terminal kept only the end of the output ...]\n" + body
+    return ToolOutput([text(body + _status_line(meta))], meta=meta, is_error=run.error is not None)
 
 
 def _task(execution: ToolExecution, task_id: str) -> _Job:

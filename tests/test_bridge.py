@@ -10,6 +10,7 @@ from dsh_acp._bridge import (
     CallInfo,
     RenderContext,
     announce_call,
+    attach_terminal,
     cancelled_call,
     console_fence,
     finish_call,
@@ -18,6 +19,7 @@ from dsh_acp._bridge import (
     raw_input,
     relativize_title,
 )
+from dsh_acp._client_profile import ClientProfile, client_profile
 from dsh_tools import (
     DiffCallView,
     DiffResultView,
@@ -359,4 +361,58 @@ def test_cancelled_calls() -> None:
     generic = CallInfo("g", "tool", {}, None)
     assert cancelled_call(generic, TERMINAL) == [
         {"sessionUpdate": "tool_call_update", "toolCallId": "g", "status": "failed"}
+    ]
+
+
+def test_jetbrains_is_known_by_its_client_info() -> None:
+    # JetBrains IDEs render terminal_output_delta without advertising it; they name themselves.
+    for info in (
+        {"name": "JetBrains.WebStorm", "version": "2026.1.1"},
+        {"name": "AI Assistant", "version": "1", "_meta": {"platform": "intellij"}},
+    ):
+        assert RenderContext.for_client(CWD, {"terminal": True}, info).terminal_key == "terminal_output_delta"
+    assert RenderContext.for_client(CWD, {"terminal": True}, {"name": "zed"}).terminal_key is None
+
+
+def test_client_profiles_decide_where_commands_run() -> None:
+    zed = {"terminal": True, "_meta": {"terminal_output": True}}
+    toad = {"terminal": True, "fs": {"readTextFile": True}}
+    jetbrains = {"name": "JetBrains.PyCharm", "version": "2026.1"}
+    assert client_profile(zed) == ClientProfile(terminal_key="terminal_output")
+    assert client_profile(toad) == ClientProfile(client_terminals=True, can_read=True)
+    assert client_profile(toad, jetbrains) == ClientProfile(
+        terminal_key="terminal_output_delta", can_read=True
+    )
+    assert client_profile({}) == ClientProfile()
+    assert client_profile(zed, terminals="client") == ClientProfile(client_terminals=True)
+    assert client_profile(toad, terminals="agent") == ClientProfile(can_read=True)
+    assert client_profile({"_meta": {"terminal_output": True}}, terminals="client").client_terminals is False
+
+
+def test_a_command_in_the_clients_terminal_keeps_it_on_the_card() -> None:
+    info = CallInfo("t1", "bash", TERM_ARGS, TERM_VIEW)
+    terminal = {"type": "terminal", "terminalId": "term-7"}
+    described = {"type": "content", "content": {"type": "text", "text": "List files"}}
+    assert attach_terminal(info, "term-7")["content"] == [described, terminal]
+    (done,) = finish_call(
+        info, ToolResult(content=()), TerminalResultView(output="x", exit_code=2), PLAIN, attached="term-7"
+    )
+    assert done["content"] == [
+        described,
+        terminal,
+        {"type": "content", "content": {"type": "text", "text": "Exit code 2"}},
+    ]
+    assert done["rawOutput"] == {"output": "x"}  # for clients that list raw output (acpx)
+    (cancelled,) = cancelled_call(info, PLAIN, attached="term-7")
+    assert cancelled["status"] == "failed"
+    assert cancelled["content"][:2] == [described, terminal]
+
+
+def test_a_cancelled_command_shows_a_plain_client_what_it_printed() -> None:
+    info = CallInfo("t1", "bash", TERM_ARGS, TERM_VIEW)
+    (update,) = cancelled_call(info, PLAIN, partial="compiling\n")
+    assert update["status"] == "failed"
+    assert update["content"][0]["content"]["text"] == "```console\ncompiling\n```\n\ncancelled"
+    assert cancelled_call(info, PLAIN) == [
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "failed"}
     ]

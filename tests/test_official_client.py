@@ -1,7 +1,7 @@
 """End to end with the official ACP client: the TypeScript SDK (``@agentclientprotocol/sdk``, pinned in
 ``tests/client/package-lock.json``) plays Zed against the real ``dsh-acp`` over stdio.
 
-``tests/client/drive.mjs`` runs one of two scenarios and prints everything it saw.
+``tests/client/drive.mjs`` runs one of three scenarios and prints everything it saw.
 
 The ``tools`` run initializes with Zed's capabilities, opens a session in a seeded temp workspace
 and sends one prompt whose scripted model (``tests/client/model.json``) runs ``bash`` (output on
@@ -14,6 +14,11 @@ whose script (``tests/client/editor.json``) writes its todo list twice and repor
 plan, the context meter, then the session title); the mode changed from the config-option picker
 and from the mode picker; ``/tools``, ``/mode bypass`` and ``/compact`` typed as prompts; and the
 history list (``session/list``).
+
+The ``terminals`` run is a client that offers terminals and no live-output convention (as Toad and
+acpx do): the driver serves ``terminal/*`` with real subprocesses, and the script
+(``tests/client/terminals.json``) runs a command that prints on both streams, one that exits 3, and
+a ``sleep 30`` the driver cancels once its terminal is in the card.
 
 The SDK parses leniently: unknown keys are dropped, a field with an invalid value falls back to its
 default (``status: "running"`` simply vanishes), an invalid content block is skipped, and a message it
@@ -614,3 +619,78 @@ def test_slash_compact_shows_the_summary(editor: Run) -> None:
     # The script's turn for /compact is the summary the model writes: the user reads it as it comes.
     assert [u["sessionUpdate"] for u in turn] == ["agent_message_chunk"]
     assert _messages(turn) == [SUMMARY]
+
+
+# -- a client that serves terminal/* -------------------------------------------------------------
+
+TERMINAL_CALLS = ("call-print", "call-fail", "call-sleep")
+
+
+@pytest.fixture(scope="module")
+def terminals(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _drive(tmp_path_factory, "terminals", "terminals.json")
+
+
+def _terminal_requests(run: Run, kind: str) -> list[dict[str, Any]]:
+    return [e["params"] for e in run.events(kind)]
+
+
+def test_terminals_sdk_accepted_every_message_as_sent(terminals: Run) -> None:
+    assert terminals.doc["sdkErrors"] == []
+    agent_messages = [message for _, message in terminals.wire("agent")]
+    assert all("unparsable" not in message for message in agent_messages)
+    raw_updates = [m["params"] for m in agent_messages if m.get("method") == "session/update"]
+    assert raw_updates == [event["params"] for event in terminals.events("session_update")]
+    for update in terminals.updates():
+        if "rawInput" in update:
+            assert isinstance(update["rawInput"], dict), update
+
+
+def test_each_command_runs_in_the_clients_terminal_after_its_permission(terminals: Run) -> None:
+    created = _terminal_requests(terminals, "terminal_create")
+    assert [c["args"][1] for c in created] == [
+        "printf 'building\\n'; printf 'warning: slow\\n' >&2",
+        "echo 'FAILED test_greet'; exit 3",
+        "echo started; sleep 30; echo never",
+    ]
+    assert all(c["command"] == "bash" and c["args"][0] == "-c" for c in created)
+    assert all(c["cwd"] == str(terminals.workspace) and c["outputByteLimit"] > 0 for c in created)
+    events = terminals.doc["events"]
+    answers = [e for e in events if e["kind"] == "permission_answer"]
+    creates = [e for e in events if e["kind"] == "terminal_create"]
+    for answer, create in zip(answers, creates, strict=True):
+        assert answer["seq"] < create["seq"]  # the permission gate first
+    for index, call_id in enumerate(TERMINAL_CALLS, start=1):
+        terminal = {"type": "terminal", "terminalId": f"term-{index}"}
+        assert not any("_meta" in u for u in terminals.updates(call_id))  # no Zed convention here
+        assert any(terminal in u.get("content", []) for u in terminals.call_updates(call_id)), call_id
+
+
+def test_every_terminal_is_released_exactly_once(terminals: Run) -> None:
+    released = [p["terminalId"] for p in _terminal_requests(terminals, "terminal_release")]
+    assert released == ["term-1", "term-2", "term-3"]
+    assert terminals.doc["terminalsLeft"] == []  # every process exited, every terminal released
+
+
+def test_a_failing_command_shows_its_exit_status_and_the_model_gets_the_output(terminals: Run) -> None:
+    done = terminals.call_updates("call-print")[-1]
+    assert done["status"] == "completed"
+    failed = terminals.call_updates("call-fail")[-1]
+    assert failed["status"] == "completed"  # a non-zero exit is the command's answer, not a failure
+    assert failed["content"][-1] == {"type": "content", "content": {"type": "text", "text": "Exit code 3"}}
+    outputs = _terminal_requests(terminals, "terminal_output")
+    assert [o["terminalId"] for o in outputs[:2]] == ["term-1", "term-2"]
+
+
+def test_the_cancelled_sleep_is_killed_and_keeps_its_terminal(terminals: Run) -> None:
+    assert terminals.doc["prompt"] == {"stopReason": "cancelled"}
+    kills = [p["terminalId"] for p in _terminal_requests(terminals, "terminal_kill")]
+    assert kills == ["term-3"]
+    last = terminals.call_updates("call-sleep")[-1]
+    assert last["status"] == "failed"
+    assert {"type": "terminal", "terminalId": "term-3"} in last["content"]
+    cancelled_at = terminals.doc["cancelledAt"]
+    answer = next(i for i, m in terminals.wire("agent") if m.get("result") == {"stopReason": "cancelled"})
+    after = [m for i, m in terminals.wire("agent") if i > answer and m.get("method") == "session/update"]
+    assert after == []  # nothing of the session follows the cancelled answer
+    assert answer > cancelled_at

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import anyio
 import orjson
-from anyio.abc import ByteReceiveStream, ByteSendStream
+from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
 from dsh_acp._config import AgentConfig
 from dsh_acp._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
@@ -23,6 +23,7 @@ from dsh_acp._tap import LineTapReceive, LineTapSend
 
 from ._checks import wire_problems
 from ._schema import AcpSchema
+from ._terminals import TestTerminals
 
 __all__ = ["ZED_CAPABILITIES", "AcpClient", "PermissionAnswer", "WireLine"]
 
@@ -66,7 +67,11 @@ class AcpClient:
     _client_methods: dict[RequestId, str] = field(default_factory=dict)
     _changed: anyio.Event = field(default_factory=anyio.Event)
     violations: list[str] = field(default_factory=list)
+    terminals: TestTerminals = field(default_factory=TestTerminals)
+    """``terminal/*``, served with real subprocesses (the agent calls them only when the client
+    advertised ``terminal``)."""
     _send: ByteSendStream | None = None
+    _group: TaskGroup | None = None
 
     # -- construction -------------------------------------------------------------------------
 
@@ -125,10 +130,12 @@ class AcpClient:
         connection = Connection(LineTapReceive(receive, self._agent_line), self._send, self)
         self._connection = connection
         async with anyio.create_task_group() as group:
+            self._group = group
             group.start_soon(connection.serve)
             try:
                 yield
             finally:
+                self.terminals.close()
                 await send.aclose()  # the client ends the agent by closing its stdin
 
     # -- recording and validation -------------------------------------------------------------
@@ -293,4 +300,6 @@ class AcpClient:
                 await target.parent.mkdir(parents=True, exist_ok=True)
                 await target.write_text(params["content"], encoding="utf-8")
             return {}
+        if method.startswith("terminal/") and self._group is not None:
+            return await self.terminals.answer(method, params, self._group)
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")

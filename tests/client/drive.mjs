@@ -11,6 +11,9 @@
 // the live plan, the session title (also in session/list) and the context usage meter. Scenario
 // `features` is what users ask every agent for: prompts queued while a turn runs (and cancelled
 // with it), questions to the user (elicitation), notices, and session housekeeping.
+// `terminals` is a client that offers terminals (terminal: true, no _meta convention, like Toad or
+// acpx) and serves terminal/* with real subprocesses: one prompt runs commands that print, fail,
+// and a `sleep 30` this client cancels once its terminal shows up in the card.
 //
 // The SDK parses leniently (unknown keys are stripped, an invalid field value falls back to its
 // default, an invalid content block is skipped, an unparsable message is only logged), so this
@@ -18,6 +21,7 @@
 // SDK's own complaints (console.error): the test can tell "accepted" from "understood".
 
 import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { Readable, Writable } from "node:stream";
@@ -41,7 +45,7 @@ for (const name of ["python", "workspace", "state-dir", "script"]) {
     process.exit(2);
   }
 }
-if (!["tools", "editor", "features"].includes(args.scenario)) {
+if (!["tools", "editor", "features", "terminals"].includes(args.scenario)) {
   console.error(`drive.mjs: unknown --scenario ${args.scenario}`);
   process.exit(2);
 }
@@ -174,7 +178,84 @@ const app = acp
     await mkdir(path.dirname(params.path), { recursive: true });
     await writeFile(params.path, params.content);
     return {};
+  })
+  // Terminals as an editor runs them: a real process per terminal, stdout and stderr in one stream,
+  // at most outputByteLimit bytes kept (the newest), killed with its whole process group.
+  .onRequest(acp.methods.client.terminal.create, async ({ params }) => {
+    record("terminal_create", { params });
+    const env = { ...process.env };
+    for (const { name, value } of params.env ?? []) env[name] = value;
+    const proc = spawn(params.command, params.args ?? [], {
+      cwd: params.cwd ?? workspace,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true, // its own process group, so kill reaches what it started
+    });
+    const terminalId = `term-${terminals.size + 1}`;
+    const terminal = { proc, chunks: [], size: 0, truncated: false, exit: null, released: false };
+    const keep = (chunk) => {
+      terminal.chunks.push(chunk);
+      terminal.size += chunk.length;
+      const limit = params.outputByteLimit;
+      while (limit != null && terminal.size > limit && terminal.chunks.length) {
+        const first = terminal.chunks[0];
+        const excess = terminal.size - limit;
+        if (first.length <= excess) {
+          terminal.chunks.shift();
+          terminal.size -= first.length;
+        } else {
+          terminal.chunks[0] = first.subarray(excess);
+          terminal.size -= excess;
+        }
+        terminal.truncated = true;
+      }
+    };
+    proc.stdout.on("data", keep);
+    proc.stderr.on("data", keep);
+    terminal.exited = once(proc, "close").then(([code, signal]) => {
+      terminal.exit = { exitCode: code, signal: signal };
+      return terminal.exit;
+    });
+    await once(proc, "spawn");
+    terminals.set(terminalId, terminal);
+    return { terminalId };
+  })
+  .onRequest(acp.methods.client.terminal.output, async ({ params }) => {
+    record("terminal_output", { params });
+    const terminal = terminalFor(params);
+    const output = { output: Buffer.concat(terminal.chunks).toString("utf8"), truncated: terminal.truncated };
+    if (terminal.exit) output.exitStatus = terminal.exit;
+    return output;
+  })
+  .onRequest(acp.methods.client.terminal.waitForExit, async ({ params }) => {
+    record("terminal_wait_for_exit", { params });
+    return await terminalFor(params).exited;
+  })
+  .onRequest(acp.methods.client.terminal.kill, async ({ params }) => {
+    record("terminal_kill", { params });
+    killGroup(terminalFor(params));
+    return {};
+  })
+  .onRequest(acp.methods.client.terminal.release, async ({ params }) => {
+    record("terminal_release", { params });
+    const terminal = terminalFor(params);
+    killGroup(terminal);
+    terminal.released = true;
+    return {};
   });
+
+const terminals = new Map();
+const terminalFor = (params) => {
+  const terminal = terminals.get(params.terminalId);
+  if (!terminal || terminal.released) throw acp.RequestError.invalidParams(`no terminal ${params.terminalId}`);
+  return terminal;
+};
+const killGroup = (terminal) => {
+  if (terminal.exit) return;
+  try {
+    process.kill(-terminal.proc.pid, "SIGKILL");
+  } catch {}
+};
 
 const zedCapabilities = {
   fs: { readTextFile: true, writeTextFile: true },
@@ -203,6 +284,40 @@ const call = async (agent, method, params) => {
 };
 
 const scenarios = {
+  // A client that offers terminals and no live-output convention: the agent runs bash through
+  // terminal/*. The last command (`sleep 30`) is cancelled once the card shows its terminal.
+  async terminals(agent) {
+    output.initialize = await call(agent, acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
+      clientInfo: { name: "terminals-client", title: "A client with terminals", version: "1.0.0" },
+    });
+    output.newSession = await call(agent, acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const sessionId = output.newSession.sessionId;
+    const prompt = call(agent, acp.methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "Run the commands" }],
+    });
+    // Cancel as a user would, once the sleeping command's terminal is on screen.
+    const shown = () =>
+      events.some(
+        (e) =>
+          e.kind === "session_update" &&
+          e.params.update.toolCallId === "call-sleep" &&
+          (e.params.update.content ?? []).some((block) => block.type === "terminal"),
+      );
+    while (!shown()) await sleep(20);
+    await sleep(300);
+    output.cancelledAt = transcript.length;
+    await agent.notify(acp.methods.agent.session.cancel, { sessionId });
+    output.prompt = await prompt;
+    // A killed process is gone a moment after the signal: give it that moment, no more.
+    await Promise.race([Promise.all([...terminals.values()].map((t) => t.exited)), sleep(3000)]);
+    output.terminalsLeft = [...terminals.entries()]
+      .filter(([, t]) => !t.released || !t.exit)
+      .map(([id, t]) => ({ id, released: t.released, exit: t.exit }));
+  },
+
   async tools(agent) {
     output.initialize = await call(agent, acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
@@ -295,6 +410,7 @@ try {
 } finally {
   clearTimeout(timer);
   if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  for (const terminal of terminals.values()) killGroup(terminal);
 }
 output.agentStderr = agentStderr;
 process.stdout.write(JSON.stringify(output, null, 2) + "\n");

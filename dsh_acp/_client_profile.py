@@ -1,0 +1,89 @@
+"""What the client can show, read once from ``initialize``: one frozen value per connection.
+
+How a command's output reaches the user (the README has this table):
+
+| the client advertises (``initialize``)                | ``bash`` runs | live output                       |
+|-------------------------------------------------------|---------------|-----------------------------------|
+| ``clientCapabilities._meta.terminal_output_delta``    | in the agent  | ``_meta.terminal_output_delta``   |
+| ``clientCapabilities._meta.terminal_output`` (Zed)    | in the agent  | ``_meta.terminal_output``         |
+| a JetBrains ``clientInfo`` (name ``JetBrains…`` or    | in the agent  | ``_meta.terminal_output_delta``   |
+| ``clientInfo._meta.platform == "intellij"``)          |               |                                   |
+| ``clientCapabilities.terminal`` (Toad, acpx)          | in the client | its own terminal (``terminal/*``) |
+| none of these                                         | in the agent  | none: fenced output at the end,   |
+|                                                       |               | with the exit status              |
+
+``--terminals client`` uses the client's terminals whenever it offers them (Zed's too);
+``--terminals agent`` never does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["ClientProfile", "TerminalKey", "TerminalsChoice", "client_profile", "is_jetbrains"]
+
+TerminalKey = Literal["terminal_output", "terminal_output_delta"]
+TerminalsChoice = Literal["auto", "client", "agent"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientProfile:
+    """The client's abilities that change what the agent sends."""
+
+    terminal_key: TerminalKey | None = None
+    """The ``_meta`` key for live output of commands the agent runs; ``None``: no live output."""
+    client_terminals: bool = False
+    """Whether ``bash`` runs foreground commands in the client's terminals (``terminal/*``)."""
+    can_read: bool = False
+    can_write: bool = False
+    """``fs.readTextFile`` / ``fs.writeTextFile``: files through the editor's buffers."""
+    compaction: bool = False
+    """Whether the client shows compactions (``session.compaction``)."""
+    notices: bool = False
+    """Whether the client shows ``notice`` updates (``session.notices``)."""
+
+
+def is_jetbrains(client_info: Mapping[str, Any] | None) -> bool:
+    """Whether ``clientInfo`` names a JetBrains IDE. They call themselves ``JetBrains.<IDE>``
+    (``JetBrains.WebStorm``) and put ``platform: "intellij"`` in ``_meta``, and render the
+    ``terminal_output_delta`` convention without advertising it."""
+    if not isinstance(client_info, Mapping):
+        return False
+    name = client_info.get("name")
+    meta = client_info.get("_meta")
+    return (isinstance(name, str) and name.lower().startswith("jetbrains")) or (
+        isinstance(meta, Mapping) and meta.get("platform") == "intellij"
+    )
+
+
+def client_profile(
+    capabilities: Mapping[str, Any] | None,
+    client_info: Mapping[str, Any] | None = None,
+    terminals: TerminalsChoice = "auto",
+) -> ClientProfile:
+    """The profile of a client from ``initialize``'s ``clientCapabilities`` and ``clientInfo``."""
+    capabilities = capabilities if isinstance(capabilities, Mapping) else {}
+    meta = capabilities.get("_meta")
+    meta = meta if isinstance(meta, Mapping) else {}
+    key: TerminalKey | None = None
+    if meta.get("terminal_output_delta") is True:
+        key = "terminal_output_delta"
+    elif meta.get("terminal_output") is True:
+        key = "terminal_output"
+    elif is_jetbrains(client_info):
+        key = "terminal_output_delta"
+    offers = capabilities.get("terminal") is True
+    use_client = offers and (terminals == "client" or (terminals == "auto" and key is None))
+    fs = capabilities.get("fs")
+    fs = fs if isinstance(fs, Mapping) else {}
+    session = capabilities.get("session")
+    return ClientProfile(
+        terminal_key=None if use_client else key,
+        client_terminals=use_client,
+        can_read=fs.get("readTextFile") is True,
+        can_write=fs.get("writeTextFile") is True,
+        compaction=isinstance(session, Mapping) and isinstance(session.get("compaction"), Mapping),
+        notices=isinstance(session, Mapping) and isinstance(session.get("notices"), Mapping),
+    )

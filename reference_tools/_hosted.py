@@ -1,0 +1,109 @@
+"""Running a ``bash`` command in the client's terminal (the ``TerminalHost`` seam).
+
+The client runs the process and shows it; this side asks for the output once the command is
+over (or was stopped), so what the model sees is bounded by the byte limit the terminal was
+created with. A timeout or a cancel kills the command through the host; the terminal is
+released exactly once, whatever happened.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import anyio
+
+from dsh_tools import ProgressSink, TerminalAttached
+
+from ._jobs import BashSettings, command_env
+from .terminals import ExitStatus, TerminalHost, TerminalHostError, TerminalSnapshot
+
+__all__ = ["HostedRun", "run_hosted"]
+
+_SETTLE_S = 5.0
+"""How long to wait for the client once it was told to kill the command."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostedRun:
+    """How a command run in the client's terminal ended."""
+
+    terminal_id: str
+    output: str
+    truncated: bool
+    exit_code: int | None
+    signal: str | None
+    error: str | None
+    """Why it did not end on its own (timed out), else ``None``."""
+
+
+def _client_env(settings: BashSettings) -> dict[str, str]:
+    # Only what the local path changes on top of the environment: the client's terminal starts
+    # from the client's own environment, which is not ours to scrub.
+    return command_env(settings, base={})
+
+
+async def run_hosted(
+    host: TerminalHost,
+    command: str,
+    cwd: str,
+    settings: BashSettings,
+    report: ProgressSink | None,
+    time_limit: float = math.inf,
+) -> HostedRun:
+    """Run ``command`` in a new terminal of the client and wait for it (at most ``time_limit``).
+
+    Raises ``TerminalHostError`` only if no terminal could be created (nothing ran: the caller
+    may run the command elsewhere); a failure after that ends the run with what is known.
+    """
+    terminal = await host.create(
+        settings.shell,
+        ["-c", command],
+        cwd=cwd,
+        env=_client_env(settings),
+        output_byte_limit=settings.head_bytes + settings.tail_bytes,
+    )
+    error: str | None = None
+    status = ExitStatus()
+    snapshot = TerminalSnapshot(output="")
+    try:
+        if report is not None:
+            await report(TerminalAttached(terminal.terminal_id))
+        try:
+            with anyio.move_on_after(time_limit) as waiting:
+                status = await terminal.wait_for_exit()
+            if waiting.cancelled_caught:
+                error = f"timed out after {time_limit:g} s"
+                await terminal.kill()
+                with anyio.move_on_after(_SETTLE_S):
+                    status = await terminal.wait_for_exit()
+            snapshot = await terminal.output()
+            status = snapshot.exit_status or status
+        except TerminalHostError as failure:
+            error = f"the client's terminal failed: {failure}"
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_SETTLE_S):
+                try:
+                    await terminal.kill()
+                except TerminalHostError:
+                    pass
+        except BaseException:  # cancelled: stop the command; the client keeps showing its output
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_SETTLE_S):
+                try:
+                    await terminal.kill()
+                except TerminalHostError:
+                    pass
+            raise
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_SETTLE_S):
+            try:
+                await terminal.release()
+            except TerminalHostError:
+                pass  # released on our side all the same: the client went away or forgot it
+    return HostedRun(
+        terminal_id=terminal.terminal_id,
+        output=snapshot.output,
+        truncated=snapshot.truncated,
+        exit_code=status.exit_code,
+        signal=status.signal,
+        error=error,
+    )
