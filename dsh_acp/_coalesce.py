@@ -2,13 +2,16 @@
 
 Sending one update per pipe read would flood the editor; re-sending the whole output each time is
 O(n²). So output is buffered and flushed when ``max_bytes`` are buffered (or a piece of half that
-comes at once) or ``max_delay`` after the first unflushed byte, whichever comes first. Each flush
+comes at once), or at most ``max_delay`` after the previous flush: output that arrives after a
+quiet spell (a line of a slow build) goes out at once, so the user sees it within a pipe hop
+rather than a timer's delay, and a flood is batched to one update per ``max_delay``. Each flush
 sends only what is new; ``feed`` waits for a size-triggered flush, which is the backpressure that
 keeps memory bounded when the client reads slowly.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -42,6 +45,7 @@ class OutputCoalescer:
         self._timer: anyio.CancelScope | None = None
         self.flushed_any = False
         self.ends_with_newline = True
+        self._last_flush = -math.inf
 
     async def feed(self, data: str) -> None:
         """Add output; may wait for a flush (backpressure)."""
@@ -49,13 +53,18 @@ class OutputCoalescer:
             return
         self._parts.append(data)
         self._size += len(data)
+        delay = self._policy.max_delay
         # A read of half the size or more is worth an update of its own: waiting for the next one
         # would cost a timer and a copy per update, and leave no fewer updates.
         if self._size >= self._policy.max_bytes or 2 * len(data) >= self._policy.max_bytes:
             await self.flush()
-        elif self._timer is None and self._policy.max_delay is not None:
-            self._timer = anyio.CancelScope()
-            self._group.start_soon(self._flush_later, self._timer, self._policy.max_delay)
+        elif self._timer is None and delay is not None:
+            wait = self._last_flush + delay - anyio.current_time()
+            if wait <= 0:  # nothing went out for a while: no reason to make the user wait
+                await self.flush()
+            else:
+                self._timer = anyio.CancelScope()
+                self._group.start_soon(self._flush_later, self._timer, wait)
 
     async def _flush_later(self, scope: anyio.CancelScope, delay: float) -> None:
         with scope:
@@ -79,6 +88,7 @@ class OutputCoalescer:
             self._size = 0
             self.flushed_any = True
             self.ends_with_newline = data.endswith("\n")
+            self._last_flush = anyio.current_time()
             await self._flush(data)
 
     async def aclose(self) -> None:
