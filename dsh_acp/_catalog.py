@@ -29,7 +29,17 @@ def tools_main(argv: Sequence[str]) -> int:
     if args.markdown:
         print(tools_markdown(schemas), end="")
     else:
+        import shutil
+        import textwrap
+
+        # Wrapped to the terminal (COLUMNS, else the terminal's width, else 80), the description
+        # indented under itself so the names stay a column.
+        width = max(shutil.get_terminal_size((80, 24)).columns, 40)
+        indent = " " * 15
         for schema in schemas:
             first = schema.description.strip().splitlines()[0] if schema.description.strip() else ""
-            print(f"{schema.name:<14} {first}")
+            lines = textwrap.wrap(first, width=width - len(indent)) or [""]
+            print(f"{schema.name:<14} {lines[0]}")
+            for line in lines[1:]:
+                print(indent + line)
     return 0

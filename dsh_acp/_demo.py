@@ -385,6 +385,8 @@ class _PanelState:
     def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
         self.timeline: list[_Entry] = []
+        self.plan: _Plan | None = None
+        """The session's plan: each update replaces it, as an editor's plan panel does."""
         self.cards: dict[str, _Card] = {}
         self.title: str | None = None
         self.usage: tuple[int, int] | None = None
@@ -402,7 +404,7 @@ class _PanelState:
         elif kind in ("tool_call", "tool_call_update"):
             self._tool_call(kind, update)
         elif kind == "plan":
-            self.timeline.append(_Plan(list(update.get("entries") or [])))
+            self.plan = _Plan(list(update.get("entries") or []))
         elif kind == "session_info_update" and isinstance(update.get("title"), str):
             self.title = update["title"]
         elif kind == "usage_update":
@@ -464,11 +466,10 @@ class _PanelState:
     def snapshot(self) -> dict[str, Any]:
         """What the panel shows in the end, for comparing a replay with the live run. Live output
         may replay as one chunk and a message as one chunk: only the assembled text counts."""
-        plans = [entry for entry in self.timeline if isinstance(entry, _Plan)]
         return {
             "title": self.title,
             "messages": [(m.kind, m.text) for m in self.timeline if isinstance(m, _Message)],
-            "plan": plans[-1].entries if plans else None,
+            "plan": self.plan.entries if self.plan else None,
             **{
                 f"card {card.call_id}": {
                     "title": card.title,
@@ -658,6 +659,8 @@ class _RichView(_View):
             self.state.problems.append(f"{card.call_id} was still {card.status} when the prompt was answered")
         self._flush(everything=True)
         self.close()
+        if self.state.plan is not None:
+            self._print(self._plan(self.state.plan))
         if self.state.title:  # an editor shows it on the thread's tab; it came with the turn
             self._print(Rule(Text.assemble(("Session title: ", "dim"), (self.state.title, "bold"))))
         style = "green" if stop_reason == "end_turn" else "red"
@@ -728,8 +731,10 @@ class _RichView(_View):
         self._refresh()
 
     def _live_region(self) -> RenderableType:
+        # The plan stays at the bottom, updated in place, until the turn ends and it is printed once.
         pending = [self._entry(entry, live=True) for entry in self.state.timeline[self._printed :]]
-        return Group(*pending, self._spinner)
+        plan = [self._plan(self.state.plan)] if self.state.plan is not None else []
+        return Group(*pending, *plan, self._spinner)
 
     # -- drawing the entries --------------------------------------------------------------------
 
@@ -802,7 +807,7 @@ class _RichView(_View):
         if kind == "content":
             inner = block.get("content") or {}
             if inner.get("type") == "text":
-                return Markdown(str(inner.get("text", "")))
+                return Markdown(self._project_relative(str(inner.get("text", ""))))
             return Text(f"[{inner.get('type')} block]", style="dim")
         if kind == "diff":
             return _diff(block, self._relative(str(block.get("path"))), _line_of(card, block.get("path")))
@@ -811,7 +816,7 @@ class _RichView(_View):
         return Text(f"[{kind} block]", style="dim")
 
     def _terminal(self, card: _Card, *, live: bool) -> RenderableType:
-        output = card.output.removesuffix("\n")
+        output = self._project_relative(card.output.removesuffix("\n"))
         lines = output.split("\n") if output else []
         if live and len(lines) > _LIVE_TAIL_LINES:
             lines = [f"… {len(lines) - _LIVE_TAIL_LINES} lines above", *lines[-_LIVE_TAIL_LINES:]]
@@ -827,6 +832,18 @@ class _RichView(_View):
         return Panel(
             text, title="terminal", title_align="left", subtitle=pill, subtitle_align="right", box=box.SQUARE
         )
+
+    def _project_relative(self, text: str) -> str:
+        """Text as the project's own files would show it: the throw-away workspace's absolute
+        prefix dropped (the demo's project lives in a temporary folder nobody needs to read)."""
+        root = str(self.state.cwd)
+        if root in ("", ".") or root not in text:
+            return text
+        import re
+
+        # The folder itself (``/tmp/x/calc/`` heading a listing) becomes ``./``; paths in it lose it.
+        text = re.sub(re.escape(root) + r"/?(?=[\s'\":,)]|$)", "./", text, flags=re.MULTILINE)
+        return text.replace(root + "/", "")
 
     def _relative(self, path: str) -> str:
         """A path as an editor shows it: relative inside the workspace, absolute outside."""

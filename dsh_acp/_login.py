@@ -1,5 +1,8 @@
 """``dsh-acp login``: ask for an API key on the terminal and store it in the user config file.
 
+Without a terminal (stdin is a pipe or a file) the key is the first line of stdin, read without
+a prompt or a warning: ``printf '%s' "$KEY" | dsh-acp login``.
+
 An editor that advertises ``auth.terminal`` runs this in a terminal when the user picks the
 "Log in" auth method. The key goes into ``config.toml`` as ``api_key``, the file is written
 atomically with mode 0600 (its folder 0700), and every other line of the file — keys, tables,
@@ -51,13 +54,27 @@ def login_main(
     )
     args = parser.parse_args(list(argv))
     path: Path = args.config or default_config_path(env)
+    piped = read_secret is None and not (sys.stdin is not None and sys.stdin.isatty())
     if read_secret is None:
-        import getpass
+        if piped:
+            read_secret = _read_stdin  # a pipe or a file: nobody to hide the input from
+        else:
+            import getpass
 
-        read_secret = getpass.getpass
+            read_secret = getpass.getpass
     try:
         key = read_secret("API key (input is hidden): ").strip()
-    except (EOFError, KeyboardInterrupt):
+    except EOFError:
+        if piped:
+            print(
+                "dsh-acp login: no terminal to ask on and nothing on stdin; pass the key on stdin "
+                "(printf '%s' \"$KEY\" | dsh-acp login) or set DSH_API_KEY",
+                file=err,
+            )
+        else:
+            print("\ndsh-acp login: cancelled; nothing was stored", file=err)
+        return 1
+    except KeyboardInterrupt:
         print("\ndsh-acp login: cancelled; nothing was stored", file=err)
         return 1
     if not key:
@@ -77,6 +94,14 @@ def login_main(
             "Note: DSH_API_KEY is set in this environment; it takes precedence over the stored key.", file=out
         )
     return 0
+
+
+def _read_stdin(prompt: str) -> str:
+    """The key from a piped stdin (its first line), without a prompt nobody would see."""
+    line = sys.stdin.readline()
+    if not line.strip():
+        raise EOFError
+    return line
 
 
 def store_api_key(path: str | Path, key: str) -> None:

@@ -35,12 +35,35 @@ async def serve(
 
 
 def serve_stdio(config: AgentConfig, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
-    """Serve on the process's stdio, with fd 1 guarded for the protocol alone; exit status 0."""
+    """Serve on the process's stdio, with fd 1 guarded for the protocol alone.
+
+    The exit status is 0 when the client closed stdin. Ctrl+C (SIGINT) and SIGTERM end the agent
+    the same orderly way (turns cancelled, commands and servers stopped), without a traceback,
+    with the shell's usual status: 128 + the signal's number (130, 143).
+    """
+    import signal
+
     from ._stdio import protocol_stdio
+
+    stopped_by: list[int] = []
 
     async def main() -> None:
         with protocol_stdio() as (receive, send):
-            await serve(config, receive, send, max_message_bytes=max_message_bytes)
+            async with anyio.create_task_group() as group:
 
-    anyio.run(main, backend="asyncio")
-    return 0
+                async def stop_on_signal() -> None:
+                    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                        async for signum in signals:
+                            stopped_by.append(signum)
+                            group.cancel_scope.cancel()
+                            return
+
+                group.start_soon(stop_on_signal)
+                await serve(config, receive, send, max_message_bytes=max_message_bytes)
+                group.cancel_scope.cancel()
+
+    try:
+        anyio.run(main, backend="asyncio")
+    except KeyboardInterrupt:  # before the handler was in place
+        return 128 + signal.SIGINT
+    return 128 + stopped_by[0] if stopped_by else 0
