@@ -1,7 +1,7 @@
 """End to end with the official ACP client: the TypeScript SDK (``@agentclientprotocol/sdk``, pinned in
 ``tests/client/package-lock.json``) plays Zed against the real ``dsh-acp`` over stdio.
 
-``tests/client/drive.mjs`` runs one of three scenarios and prints everything it saw.
+``tests/client/drive.mjs`` runs one of four scenarios and prints everything it saw.
 
 The ``tools`` run initializes with Zed's capabilities, opens a session in a seeded temp workspace
 and sends one prompt whose scripted model (``tests/client/model.json``) runs ``bash`` (output on
