@@ -9,6 +9,8 @@ released exactly once, whatever happened.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass
 
 import anyio
@@ -22,6 +24,9 @@ __all__ = ["HostedRun", "run_hosted"]
 
 _SETTLE_S = 5.0
 """How long to wait for the client once it was told to kill the command."""
+_GUARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_guard.py")
+"""Clients kill only the process they started (Toad and acpx do): the command runs under this
+guard, which takes the command's whole process group down with it (see ``_guard``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +62,8 @@ async def run_hosted(
     may run the command elsewhere); a failure after that ends the run with what is known.
     """
     terminal = await host.create(
-        settings.shell,
-        ["-c", command],
+        sys.executable,
+        ["-I", "-S", _GUARD, settings.shell, "-c", command],
         cwd=cwd,
         env=_client_env(settings),
         output_byte_limit=settings.head_bytes + settings.tail_bytes,

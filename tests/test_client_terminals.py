@@ -5,18 +5,23 @@ each terminal is released exactly once, and a client that fails falls back to ru
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+import reference_tools
 from dsh_acp._model import ToolResultMessage
 from dsh_acp.testing import AcpClient, AcpSchema
 from helpers import recorded
 from reference_tools.bash import bash_tools
 
 pytestmark = pytest.mark.anyio
+
+GUARD = str(Path(reference_tools.__file__).resolve().parent / "_guard.py")
 
 TOAD = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
 
@@ -49,8 +54,8 @@ async def test_commands_run_in_the_clients_terminal(acp_schema: AcpSchema, tmp_p
     made = [params for method, params in requests(client) if method == "terminal/create"]
     assert made[0] == {
         "sessionId": sid,
-        "command": "bash",
-        "args": ["-c", "printf 'hello\\n'; printf 'warn\\n' >&2"],
+        "command": sys.executable,  # the guard that takes the command's process group down with it
+        "args": ["-I", "-S", GUARD, "bash", "-c", "printf 'hello\\n'; printf 'warn\\n' >&2"],
         "cwd": str(tmp_path),
         "env": [
             {"name": "NO_COLOR", "value": "1"},
@@ -125,6 +130,49 @@ async def test_cancel_kills_and_releases_and_the_card_keeps_the_terminal(
     last = calls_of(client, "long")[-1]
     assert last["status"] == "failed"
     assert {"type": "terminal", "terminalId": "term-1"} in last["content"]
+
+
+def _running(marker: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as file:
+                if marker.encode() in file.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds processes through /proc")
+async def test_nothing_a_cancelled_command_started_outlives_it(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    # The test client, like Toad and acpx, kills only the process it started: the guard must take
+    # the command's children (two sleeps here) down with it.
+    command = "sleep 28.25 & sleep 28.5; wait"
+    config, _ = recorded([[bash("tree", command), {"text": "never"}]], bash_tools())
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize(TOAD)
+        sid = await client.new_session(str(tmp_path))
+        async with anyio.create_task_group() as group:
+
+            async def prompt() -> None:
+                assert await client.prompt(sid, "go") == {"stopReason": "cancelled"}
+
+            group.start_soon(prompt)
+            await client.wait_for(lambda _: any("content" in u for u in calls_of(client, "tree")[1:]))
+            for _ in range(500):  # the sleeps have started
+                if len(_running("sleep\x0028.")) == 2:
+                    break
+                await anyio.sleep(0.01)
+            assert len(_running("sleep\x0028.")) == 2
+            with anyio.fail_after(10):
+                await client.cancel(sid)
+        # Still connected: the test client's terminal would wait for the sleeps' pipe otherwise.
+        for _ in range(500):  # SIGTERM from the guard's watchdog, at once
+            if not _running("sleep\x0028."):
+                break
+            await anyio.sleep(0.01)
+        assert _running("sleep\x0028.") == []
 
 
 async def test_a_client_that_fails_falls_back_to_local_with_one_log_line(

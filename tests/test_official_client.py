@@ -34,6 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -648,12 +649,13 @@ def test_terminals_sdk_accepted_every_message_as_sent(terminals: Run) -> None:
 
 def test_each_command_runs_in_the_clients_terminal_after_its_permission(terminals: Run) -> None:
     created = _terminal_requests(terminals, "terminal_create")
-    assert [c["args"][1] for c in created] == [
+    assert [c["args"][-1] for c in created] == [
         "printf 'building\\n'; printf 'warning: slow\\n' >&2",
         "echo 'FAILED test_greet'; exit 3",
-        "echo started; sleep 30; echo never",
+        "echo started; sleep 29.25 & sleep 29.5; echo never",
     ]
-    assert all(c["command"] == "bash" and c["args"][0] == "-c" for c in created)
+    # bash -c under the guard that takes the command's process group down with it
+    assert all(c["command"] == sys.executable and c["args"][-3:-1] == ["bash", "-c"] for c in created)
     assert all(c["cwd"] == str(terminals.workspace) and c["outputByteLimit"] > 0 for c in created)
     events = terminals.doc["events"]
     answers = [e for e in events if e["kind"] == "permission_answer"]
@@ -680,6 +682,26 @@ def test_a_failing_command_shows_its_exit_status_and_the_model_gets_the_output(t
     assert failed["content"][-1] == {"type": "content", "content": {"type": "text", "text": "Exit code 3"}}
     outputs = _terminal_requests(terminals, "terminal_output")
     assert [o["terminalId"] for o in outputs[:2]] == ["term-1", "term-2"]
+
+
+def _running(marker: bytes) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds processes through /proc")
+def test_nothing_the_cancelled_command_started_outlives_it(terminals: Run) -> None:
+    # This client, like Toad and acpx, killed only the process it had started.
+    deadline = time.monotonic() + 5
+    while _running(b"sleep\x0029.") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _running(b"sleep\x0029.") == []
 
 
 def test_the_cancelled_sleep_is_killed_and_keeps_its_terminal(terminals: Run) -> None:

@@ -16,14 +16,17 @@ class Normalizer:
 
     JSON-RPC ids are renumbered per direction (responses carry the client's ids, requests the
     agent's); the temp cwd becomes ``{{cwd}}``, the folder around it ``{{root}}``, and session
-    ids ``{{sessionId}}``,
-    ``{{sessionId2}}``… in order of appearance. Nothing else is hidden.
+    ids ``{{sessionId}}``, ``{{sessionId2}}``… in order of appearance; the interpreter running the
+    agent becomes ``{{python}}`` and the folder of the installed ``reference_tools``
+    ``{{reference_tools}}`` (a command in the client's terminal runs through a script there).
+    Nothing else is hidden.
     """
 
     def __init__(self, cwd_aliases: Iterable[str], root_aliases: Iterable[str] = ()) -> None:
         # Longest first, so /private/tmp/x wins over /tmp/x on macOS.
         self._cwds = sorted({alias.rstrip("/") for alias in cwd_aliases if alias}, key=len, reverse=True)
         self._roots = sorted({alias.rstrip("/") for alias in root_aliases if alias}, key=len, reverse=True)
+        self._places = _install_places()
         self._sessions: dict[str, str] = {}
         self._client_ids: dict[Any, int] = {}
         self._agent_ids: dict[Any, int] = {}
@@ -35,6 +38,9 @@ class Normalizer:
             self._sessions[session_id] = "{{sessionId}}" if n == 1 else f"{{{{sessionId{n}}}}}"
 
     def _string(self, value: str) -> str:
+        for place, name in self._places:
+            if place in value:
+                value = value.replace(place, name)
         for cwd in self._cwds:
             if cwd in value:
                 value = value.replace(cwd, "{{cwd}}")
@@ -85,6 +91,20 @@ class Normalizer:
     def line(self, message: Any) -> str:
         """One golden line: the normalized message as compact JSON."""
         return orjson.dumps(self.message(message)).decode()
+
+
+def _install_places() -> list[tuple[str, str]]:
+    """Where this installation lives, which differs between machines (longest first)."""
+    import os
+    import sys
+
+    import reference_tools
+
+    places = {
+        sys.executable: "{{python}}",
+        os.path.dirname(os.path.abspath(reference_tools.__file__)): "{{reference_tools}}",
+    }
+    return sorted(places.items(), key=lambda item: len(item[0]), reverse=True)
 
 
 def golden_diff(expected: Sequence[str], actual: Sequence[str], name: str) -> str:

@@ -1,9 +1,10 @@
 """The test client's terminals: ``terminal/*`` served with real subprocesses, as an editor would.
 
-Each ``terminal/create`` starts the command in its own process group (stdout and stderr into one
-stream, like a terminal) and keeps at most ``outputByteLimit`` bytes of its output, dropping the
-oldest at character boundaries. Terminal ids count up per client (``term-1``…), so goldens stay
-deterministic.
+Each ``terminal/create`` starts the command (stdout and stderr into one stream, like a terminal)
+and keeps at most ``outputByteLimit`` bytes of its output, dropping the oldest at character
+boundaries. ``terminal/kill`` and ``terminal/release`` kill only the process the client started,
+as real clients do (Toad, acpx): what that process started is the agent's business. Terminal
+ids count up per client (``term-1``…), so goldens stay deterministic.
 """
 
 from __future__ import annotations
@@ -91,7 +92,6 @@ class TestTerminals:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
             )
         except OSError as error:
             raise RpcError(INVALID_PARAMS, f"cannot run {params['command']}: {error}") from None
@@ -125,7 +125,7 @@ class TestTerminals:
     def _kill(terminal: _Terminal) -> None:
         if terminal.process.returncode is None:
             try:
-                os.killpg(terminal.process.pid, signal.SIGKILL)
+                terminal.process.kill()
             except ProcessLookupError:
                 pass
 

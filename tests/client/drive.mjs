@@ -180,7 +180,8 @@ const app = acp
     return {};
   })
   // Terminals as an editor runs them: a real process per terminal, stdout and stderr in one stream,
-  // at most outputByteLimit bytes kept (the newest), killed with its whole process group.
+  // at most outputByteLimit bytes kept (the newest). Like Toad and acpx, kill stops only the
+  // process this client started: whatever that process started is the agent's to stop.
   .onRequest(acp.methods.client.terminal.create, async ({ params }) => {
     record("terminal_create", { params });
     const env = { ...process.env };
@@ -189,7 +190,6 @@ const app = acp
       cwd: params.cwd ?? workspace,
       env,
       stdio: ["ignore", "pipe", "pipe"],
-      detached: true, // its own process group, so kill reaches what it started
     });
     const terminalId = `term-${terminals.size + 1}`;
     const terminal = { proc, chunks: [], size: 0, truncated: false, exit: null, released: false };
@@ -253,7 +253,7 @@ const terminalFor = (params) => {
 const killGroup = (terminal) => {
   if (terminal.exit) return;
   try {
-    process.kill(-terminal.proc.pid, "SIGKILL");
+    terminal.proc.kill("SIGKILL");
   } catch {}
 };
 

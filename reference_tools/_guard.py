@@ -1,0 +1,84 @@
+"""Run a command so that nothing it starts outlives this process, however this process ends.
+
+    python -I -S _guard.py PROGRAM [ARG...]
+
+``bash`` starts commands in an ACP client's terminal through this script, because clients kill
+only the process they started (Toad and acpx send it SIGKILL and leave its children running):
+a cancelled ``make`` would go on building. The command runs in a new session (its own process
+group) with stdin from /dev/null and this process's stdout and stderr (the client's terminal).
+A watchdog in a session of its own holds the read end of a pipe only this process writes to;
+when this process ends, by any means, the pipe closes and the watchdog stops the command's
+group: SIGTERM, then SIGKILL after a grace period. This process exits as the command did (with
+its code, or killed by its signal).
+
+Only the standard library, and nothing of it beyond ``os``/``signal``/``sys``/``time``: it
+starts in a few milliseconds under ``-I -S``.
+"""
+
+import os
+import signal
+import sys
+import time
+
+_GRACE_S = 2.0
+
+
+def _watch(group: int, pipe: int) -> None:
+    """The watchdog: wait for the pipe to close, then stop ``group``."""
+    try:
+        while os.read(pipe, 1):
+            pass
+    except OSError:
+        pass
+    for sig, wait in ((signal.SIGTERM, _GRACE_S), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(group, sig)
+        except OSError:
+            return  # nothing left
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)
+            except OSError:
+                return
+            time.sleep(0.02)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: _guard.py PROGRAM [ARG...]", file=sys.stderr)
+        return 2
+    command = os.fork()
+    if command == 0:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as error:
+            print(f"{argv[0]}: {error.strerror}", file=sys.stderr)
+        os._exit(127)
+    read_end, write_end = os.pipe()
+    watchdog = os.fork()
+    if watchdog == 0:
+        os.setsid()
+        os.close(write_end)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # never keep the client's terminal open
+            os.dup2(null, fd)
+        _watch(command, read_end)
+        os._exit(0)
+    os.close(read_end)
+    # Signals aimed at this process end it (and so the command); while it waits it ignores none.
+    _, status = os.waitpid(command, 0)
+    os.close(write_end)  # the watchdog stops what the command left running, then exits
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    return os.waitstatus_to_exitcode(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
