@@ -628,8 +628,8 @@ TERMINAL_CALLS = ("call-print", "call-fail", "call-sleep")
 
 
 @pytest.fixture(scope="module")
-def terminals(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return _drive(tmp_path_factory, "terminals", "terminals.json")
+def terminals(request: pytest.FixtureRequest) -> Run:
+    return _drive(request, "terminals", "terminals.json")
 
 
 def _terminal_requests(run: Run, kind: str) -> list[dict[str, Any]]:
