@@ -20,6 +20,8 @@ import signal
 import sys
 import time
 
+__all__ = ["main"]
+
 _GRACE_S = 2.0
 
 
