@@ -4,12 +4,13 @@
 
 ``bash`` starts commands in an ACP client's terminal through this script, because clients kill
 only the process they started (Toad and acpx send it SIGKILL and leave its children running):
-a cancelled ``make`` would go on building. The command runs in a new session (its own process
-group) with stdin from /dev/null and this process's stdout and stderr (the client's terminal).
-A watchdog in a session of its own holds the read end of a pipe only this process writes to;
-when this process ends, by any means, the pipe closes and the watchdog stops the command's
-group: SIGTERM, then SIGKILL after a grace period. This process exits as the command did (with
-its code, or killed by its signal).
+a cancelled ``make`` would go on building. Some clients start a shell that starts this script,
+and kill the shell. The command runs in a new session (its own process group) with stdin from
+/dev/null and this process's stdout and stderr (the client's terminal). Its group is stopped
+(SIGTERM, then SIGKILL after a grace period) when this process ends by any means — a watchdog in
+a session of its own holds the read end of a pipe only this process writes to, and acts when it
+closes — and when this process's parent goes away (it checks every few hundredths of a second).
+This process exits as the command did (with its code, or killed by its signal).
 
 Only the standard library, and nothing of it beyond ``os``/``signal``/``sys``/``time``: it
 starts in a few milliseconds under ``-I -S``.
@@ -23,6 +24,7 @@ import time
 __all__ = ["main"]
 
 _GRACE_S = 2.0
+_POLL_S = 0.05
 
 
 def _watch(group: int, pipe: int) -> None:
@@ -32,6 +34,11 @@ def _watch(group: int, pipe: int) -> None:
             pass
     except OSError:
         pass
+    _stop(group)
+
+
+def _stop(group: int) -> None:
+    """SIGTERM the process group, SIGKILL what is left after the grace period."""
     for sig, wait in ((signal.SIGTERM, _GRACE_S), (signal.SIGKILL, 0.0)):
         try:
             os.killpg(group, sig)
@@ -44,6 +51,26 @@ def _watch(group: int, pipe: int) -> None:
             except OSError:
                 return
             time.sleep(0.02)
+
+
+def _end(command: int) -> int:
+    """Stop the command's group and reap the command (its own zombie would look alive to a
+    group signal); the watchdog then takes care of whatever of the group is left."""
+    try:
+        os.killpg(command, signal.SIGTERM)
+    except OSError:
+        pass
+    deadline = time.monotonic() + _GRACE_S
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(command, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(_POLL_S)
+    try:
+        os.killpg(command, signal.SIGKILL)
+    except OSError:
+        pass
+    return os.waitpid(command, 0)[1]
 
 
 def main(argv: list[str]) -> int:
@@ -73,7 +100,15 @@ def main(argv: list[str]) -> int:
         os._exit(0)
     os.close(read_end)
     # Signals aimed at this process end it (and so the command); while it waits it ignores none.
-    _, status = os.waitpid(command, 0)
+    parent = os.getppid()
+    while True:
+        done, status = os.waitpid(command, os.WNOHANG)
+        if done:
+            break
+        if os.getppid() != parent:  # whoever started this is gone: so is the command
+            status = _end(command)
+            break
+        time.sleep(_POLL_S)
     os.close(write_end)  # the watchdog stops what the command left running, then exits
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
