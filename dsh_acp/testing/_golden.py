@@ -17,9 +17,8 @@ class Normalizer:
     JSON-RPC ids are renumbered per direction (responses carry the client's ids, requests the
     agent's); the temp cwd becomes ``{{cwd}}``, the folder around it ``{{root}}``, and session
     ids ``{{sessionId}}``, ``{{sessionId2}}``… in order of appearance; the interpreter running the
-    agent becomes ``{{python}}`` and the folder of the installed ``reference_tools``
-    ``{{reference_tools}}`` (a command in the client's terminal runs through a script there).
-    Nothing else is hidden.
+    agent becomes ``{{python}}`` and the folder the packages are installed in ``{{packages}}`` (a
+    command in the client's terminal runs through a script there). Nothing else is hidden.
     """
 
     def __init__(self, cwd_aliases: Iterable[str], root_aliases: Iterable[str] = ()) -> None:
@@ -94,16 +93,14 @@ class Normalizer:
 
 
 def _install_places() -> list[tuple[str, str]]:
-    """Where this installation lives, which differs between machines (longest first)."""
+    """Where this installation lives, which differs between machines (longest first): the
+    interpreter, and the folder the packages are installed in (a command in the client's
+    terminal runs through a script of ``reference_tools`` there)."""
     import os
     import sys
 
-    import reference_tools
-
-    places = {
-        sys.executable: "{{python}}",
-        os.path.dirname(os.path.abspath(reference_tools.__file__)): "{{reference_tools}}",
-    }
+    packages = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../dsh_acp/testing
+    places = {sys.executable: "{{python}}", os.path.dirname(packages): "{{packages}}"}
     return sorted(places.items(), key=lambda item: len(item[0]), reverse=True)
 
 
