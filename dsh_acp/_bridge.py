@@ -345,8 +345,11 @@ def status_update(call_id: str, status: ToolCallStatus) -> dict[str, Any]:
 
 
 def _attached_content(info: CallInfo, terminal_id: str, note: str | None = None) -> list[dict[str, Any]]:
+    # The same blocks the call was announced with (a content update replaces them all), the
+    # client's terminal in place of nothing.
     description = info.view.description if isinstance(info.view, TerminalCallView) else None
     blocks = [
+        *_content([TextBlock(text=info.notice)] if info.notice else []),
         *_content([TextBlock(text=description)] if description else []),
         {"type": "terminal", "terminalId": terminal_id},
     ]
