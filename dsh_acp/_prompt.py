@@ -22,25 +22,17 @@ _SHELL_TOOLS = ("bash",)
 def system_prompt(cwd: str, tools: Sequence[ToolSchema], extra: str = "") -> str:
     """The system prompt for a session working in ``cwd`` with ``tools``; ``extra`` (project or
     user instructions) is appended as its own section."""
-    names = [tool.name for tool in tools]
-    available = set(names)
+    available = {tool.name for tool in tools}
     lines = [
-        "You are a coding agent working inside the user's editor. You act through tools; the editor",
-        "shows every tool call and its result to the user.",
-        "",
-        "# Workspace",
-        f"The session's working directory is {cwd}.",
-        "Paths are absolute, or relative to that directory. Prefer absolute paths in tool arguments.",
+        "You are a coding agent in the user's editor; the user sees every tool call and result.",
+        f"Working directory: {cwd}. Relative paths, and an omitted path or workdir, mean it.",
     ]
-    if names:
-        lines += ["", "# Tools", "Available tools: " + ", ".join(names) + "."]
-        lines += [f"- {rule}" for rule in _rules(available)]
+    lines += ["", "# Rules"]
+    lines += [f"- {rule}" for rule in _rules(available)] if available else []
     lines += [
-        "",
-        "# Answers",
-        "- Keep answers short and direct. Do not restate what a tool result already shows.",
-        "- When a task is ambiguous or risky, ask before acting.",
-        "- If a tool fails, read its error and correct the call instead of repeating it unchanged.",
+        "- Be brief; do not restate tool results.",
+        "- Ask before acting on ambiguous or risky tasks.",
+        "- If a tool fails, fix the call from its error.",
     ]
     if extra.strip():
         lines += [
@@ -55,28 +47,10 @@ def system_prompt(cwd: str, tools: Sequence[ToolSchema], extra: str = "") -> str
 
 
 def _rules(available: set[str]) -> list[str]:
-    def named(*candidates: str) -> str:
-        present = [f"`{name}`" for name in candidates if name in available]
-        return f" ({', '.join(present)})" if present else ""
-
-    file_tools = named(*_FILE_TOOLS)
-    rules = [
-        f"Read a file before editing or overwriting it{named('read')}; edits to a file you have not read"
-        " may be refused.",
-        "An edit's old text must match the file exactly, whitespace and indentation included, and be unique "
-        "in the file; include enough surrounding lines to make it so.",
-        "If a file changed since you read it, read it again before editing it.",
-    ]
-    if file_tools:
-        rules.append(
-            f"Prefer the dedicated file tools{file_tools} over shell commands for reading, searching and"
-            " editing files."
-        )
+    rules = ["Read a file before editing or overwriting it, and again if it changed."]
+    if available & set(_FILE_TOOLS):
+        rules.append("Prefer the file tools over shell commands for files.")
     if available & set(_SHELL_TOOLS):
-        rules.append(
-            f"Commands{named(*_SHELL_TOOLS)} run in the working directory; the exit code is shown after the"
-            " output. A non-zero exit code means the command failed."
-        )
-        rules.append("Do not start interactive programs: commands get no input.")
-    rules.append("After changing code, run the project's tests or checks and report the outcome.")
+        rules.append("Commands get no input: never start interactive programs.")
+    rules.append("After changing code, run the tests or checks and report the result.")
     return rules

@@ -55,30 +55,19 @@ _log = logging.getLogger("reference_tools.bash")
 __all__ = ["BashSettings", "bash_tools"]
 
 _BASH_PARAMETERS: SchemaSpec = {
-    "command": {"type": "string", "required": True, "description": "The command, run with `bash -c`."},
-    "description": {
-        "type": "string",
-        "required": True,
-        "description": "What the command does, in 5-10 words (shown to the user).",
-    },
+    "command": {"type": "string", "required": True},
+    "description": {"type": "string", "required": True, "description": "5-10 words for the user."},
     "timeout_ms": {
         "type": "integer",
-        "description": "Stop the command after this many milliseconds (default 120000, at most "
-        "600000; background tasks have no limit unless given one).",
+        "description": "Default 120000 (background: none), at most 600000.",
     },
-    "workdir": {
-        "type": "string",
-        "description": "Directory to run in, absolute or relative to the session's (default: the session's).",
-    },
+    "workdir": {"type": "string"},
     "run_in_background": {
         "type": "boolean",
-        "description": "Start the command and return a task id at once; read its output with "
-        "bash_output and stop it with bash_kill. For servers and watchers.",
+        "description": "Return a task id at once; for servers, watchers.",
     },
 }
-_TASK_PARAMETERS: SchemaSpec = {
-    "task_id": {"type": "string", "required": True, "description": "A task id returned by bash, e.g. bg-1."}
-}
+_TASK_PARAMETERS: SchemaSpec = {"task_id": {"type": "string", "required": True}}
 
 
 def _shell(execution: ToolExecution) -> _Shell:
@@ -308,9 +297,8 @@ def bash_tools() -> list[ToolDefinition]:
     return [
         define_tool(
             name="bash",
-            description="Run a shell command with bash and return its output (stdout, then stderr) "
-            "and exit status. Long output keeps its head and tail; the full text is saved to a file "
-            "named in the output. The default timeout is 2 minutes, at most 10.",
+            description="Run a command with `bash -c`; returns stdout, stderr and the exit status. "
+            "Long output keeps head and tail; a named file holds all of it.",
             parameters=_BASH_PARAMETERS,
             execute=_bash,
             present_call=_present_bash_call,
@@ -320,8 +308,7 @@ def bash_tools() -> list[ToolDefinition]:
         ),
         define_tool(
             name="bash_output",
-            description="Read the output a background task (started by bash with run_in_background) "
-            "printed since the last read, and whether it is still running.",
+            description="A background task's new output, and whether it still runs.",
             parameters=_TASK_PARAMETERS,
             execute=_bash_output,
             present_call=_present_task_call("Output of"),
@@ -332,7 +319,7 @@ def bash_tools() -> list[ToolDefinition]:
         ),
         define_tool(
             name="bash_kill",
-            description="Stop a background task and everything it started.",
+            description="Stop a background task and all it started.",
             parameters=_TASK_PARAMETERS,
             execute=_bash_kill,
             present_call=_present_task_call("Stop"),

@@ -300,13 +300,9 @@ def _meta(result: ToolResult) -> dict[str, Any] | None:
 # -- read --------------------------------------------------------------------------------
 
 _READ_PARAMETERS: SchemaSpec = {
-    "file_path": {
-        "type": "string",
-        "required": True,
-        "description": "Absolute path of the file (a relative one is taken from the working directory).",
-    },
-    "offset": {"type": "integer", "description": "The 1-based line to start at (default 1)."},
-    "limit": {"type": "integer", "description": f"How many lines to read (default {MAX_READ_LINES})."},
+    "file_path": {"type": "string", "required": True},
+    "offset": {"type": "integer", "description": "1-based start line."},
+    "limit": {"type": "integer"},
 }
 
 
@@ -375,10 +371,8 @@ def _present_read_result(args: dict[str, Any], result: ToolResult) -> ToolResult
 read_tool = define_tool(
     name="read",
     description=(
-        "Read a text file. Lines come numbered from 1 (like cat -n), at most "
-        f"{MAX_READ_LINES} lines and {MAX_READ_BYTES // 1024} KiB per call; a note at the end "
-        "says how to read on with offset. Lines over 2000 characters are shortened. "
-        "Read a file before you edit or overwrite it."
+        f"Read a text file as numbered lines (cat -n), at most {MAX_READ_LINES} lines and "
+        f"{MAX_READ_BYTES // 1024} KiB per call; lines over 2000 characters are cut."
     ),
     parameters=_READ_PARAMETERS,
     execute=_read,
@@ -392,12 +386,8 @@ read_tool = define_tool(
 # -- write -------------------------------------------------------------------------------
 
 _WRITE_PARAMETERS: SchemaSpec = {
-    "file_path": {
-        "type": "string",
-        "required": True,
-        "description": "Absolute path of the file (a relative one is taken from the working directory).",
-    },
-    "content": {"type": "string", "required": True, "description": "The whole new content of the file."},
+    "file_path": {"type": "string", "required": True},
+    "content": {"type": "string", "required": True},
 }
 
 
@@ -463,9 +453,8 @@ def _present_write_result(args: dict[str, Any], result: ToolResult) -> ToolResul
 write_tool = define_tool(
     name="write",
     description=(
-        "Create a file, or replace all of its content. Missing parent directories are created. "
-        "To overwrite an existing file, read it first in this session; it keeps its line endings "
-        "and encoding. To change part of a file, use edit."
+        "Create or overwrite a file, making parent directories; read an existing one first. For "
+        "partial changes use edit."
     ),
     parameters=_WRITE_PARAMETERS,
     execute=_write,
@@ -478,17 +467,10 @@ write_tool = define_tool(
 # -- edit --------------------------------------------------------------------------------
 
 _EDIT_PARAMETERS: SchemaSpec = {
-    "file_path": {
-        "type": "string",
-        "required": True,
-        "description": "Absolute path of the file (a relative one is taken from the working directory).",
-    },
-    "old_string": {"type": "string", "required": True, "description": "The exact text to replace."},
-    "new_string": {"type": "string", "required": True, "description": "The text to put in its place."},
-    "replace_all": {
-        "type": "boolean",
-        "description": "Replace every occurrence instead of requiring exactly one (default false).",
-    },
+    "file_path": {"type": "string", "required": True},
+    "old_string": {"type": "string", "required": True},
+    "new_string": {"type": "string", "required": True},
+    "replace_all": {"type": "boolean"},
 }
 
 
@@ -545,9 +527,8 @@ def _present_edit_result(args: dict[str, Any], result: ToolResult) -> ToolResult
 edit_tool = define_tool(
     name="edit",
     description=(
-        "Replace text in a file. old_string must match the file exactly, whitespace included, "
-        "and occur exactly once, unless replace_all is true. Read the file first in this "
-        "session. The file keeps its line endings and encoding."
+        "Replace old_string in a file read first. It must match exactly, whitespace included, "
+        "and occur once unless replace_all."
     ),
     parameters=_EDIT_PARAMETERS,
     execute=_edit,
@@ -559,11 +540,9 @@ edit_tool = define_tool(
 
 # -- glob, grep, ls ----------------------------------------------------------------------
 
-_SKIPPED = ", ".join(sorted(_search.SKIP_DIRS))
-_PATH: SchemaProp = {
-    "type": "string",
-    "description": "The directory to search (default: the working directory).",
-}
+# The whole list would cost tokens on every request; a few names say what kind of directory it is.
+_SKIPPED = ".git, node_modules, caches and the like"
+_PATH: SchemaProp = {"type": "string"}
 
 
 async def _in_thread(call: Callable[[], _search.Found]) -> _search.Found:
@@ -595,7 +574,7 @@ def _glob_target(execution: ToolExecution, args: dict[str, Any]) -> tuple[str, s
 
 
 _GLOB_PARAMETERS: SchemaSpec = {
-    "pattern": {"type": "string", "required": True, "description": "The glob, e.g. src/**/*.py."},
+    "pattern": {"type": "string", "required": True},
     "path": _PATH,
 }
 
@@ -630,10 +609,8 @@ def _present_search_result(args: dict[str, Any], result: ToolResult) -> ToolResu
 glob_tool = define_tool(
     name="glob",
     description=(
-        "Find files by path pattern: ** matches any number of directories, * and ? match within "
-        "a name, [abc] one of the characters, {a,b} either alternative (e.g. src/**/*.{ts,tsx}). "
-        f"Returns absolute paths, sorted, at most {_MAX_GLOB}. Skips {_SKIPPED}; does not follow "
-        "symlinks."
+        f"Find files by glob (src/**/*.{{ts,tsx}}). Returns sorted absolute paths, at most {_MAX_GLOB}. "
+        f"Skips {_SKIPPED}; does not follow symlinks."
     ),
     parameters=_GLOB_PARAMETERS,
     execute=_glob,
@@ -644,16 +621,10 @@ glob_tool = define_tool(
 )
 
 _GREP_PARAMETERS: SchemaSpec = {
-    "pattern": {"type": "string", "required": True, "description": "A Python regular expression."},
-    "path": {
-        "type": "string",
-        "description": "The file or directory to search (default: the working directory).",
-    },
-    "glob": {
-        "type": "string",
-        "description": "Only files whose name matches this glob (e.g. *.py); with a /, the path below path.",
-    },
-    "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
+    "pattern": {"type": "string", "required": True},
+    "path": {"type": "string", "description": "File or directory."},
+    "glob": {"type": "string", "description": "Only files matching it (*.py; with a /, paths below path)."},
+    "case_insensitive": {"type": "boolean"},
 }
 
 
@@ -708,10 +679,9 @@ def _present_grep(args: dict[str, Any]) -> ToolCallView:
 grep_tool = define_tool(
     name="grep",
     description=(
-        "Search file contents with a Python regular expression, line by line (^ and $ match at "
-        "the ends of a line; a match never spans lines). "
-        f"Returns matching lines as path:line:text, sorted by path and line, at most {_MAX_GREP}. "
-        f"Skips binary files and {_SKIPPED}; does not follow symlinks."
+        "Search file contents with a Python regex, line by line. "
+        f"Returns sorted path:line:text, at most {_MAX_GREP}. Skips binary files and {_SKIPPED}; "
+        "does not follow symlinks."
     ),
     parameters=_GREP_PARAMETERS,
     execute=_grep,
@@ -722,7 +692,7 @@ grep_tool = define_tool(
 )
 
 _LS_PARAMETERS: SchemaSpec = {
-    "path": {"type": "string", "description": "The directory to list (default: the working directory)."},
+    "path": _PATH,
 }
 
 
@@ -745,8 +715,8 @@ def _present_ls(args: dict[str, Any]) -> ToolCallView:
 ls_tool = define_tool(
     name="ls",
     description=(
-        f"List a directory, sorted: subdirectories end with /, symlinks show their target. At most "
-        f"{_MAX_LS} entries; {_SKIPPED} are only named."
+        f"List a directory, sorted (directories end with /), at most {_MAX_LS} entries; {_SKIPPED} "
+        "are named, not listed."
     ),
     parameters=_LS_PARAMETERS,
     execute=_ls,

@@ -40,19 +40,17 @@ def todo_tool() -> ToolDefinition:
     return define_tool(
         name="todo_write",
         description=(
-            "Write the plan for the task as a todo list: the complete list every time, each item with "
-            "its status (pending, in_progress, completed) and priority (high, medium, low). Keep one "
-            "item in_progress at a time; mark items completed as soon as they are done."
+            "The task's plan, sent whole each time; one item in_progress at a time, marked completed "
+            "once done."
         ),
         parameters={
             "todos": {
                 "type": "array",
                 "required": True,
-                "description": "The whole plan, in order.",
                 "items": {
                     "type": "object",
                     "properties": {
-                        "content": {"type": "string", "required": True, "description": "What to do."},
+                        "content": {"type": "string", "required": True},
                         "status": {
                             "type": "string",
                             "required": True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,13 +15,15 @@ from dsh_acp._model import (
     ContextMessage,
     Message,
     ModelError,
+    ModelRequest,
     ToolCallRequest,
     ToolResultMessage,
     UserMessage,
 )
-from dsh_acp._openai import SSEDecoder, chat_messages
+from dsh_acp._openai import SSEDecoder, chat_messages, chat_request
 from dsh_acp._prompt import system_prompt
-from dsh_tools import ToolSchema
+from dsh_acp._settings import ModelSettings
+from dsh_tools import ToolRegistry, ToolSchema
 from dsh_tools._content import (
     BlobResource,
     EmbeddedResourceBlock,
@@ -197,15 +200,20 @@ TOOLS = [
 
 def test_system_prompt_states_cwd_and_conventions() -> None:
     prompt = system_prompt("/home/me/project", TOOLS)
-    assert "The session's working directory is /home/me/project." in prompt
-    assert "relative to that directory" in prompt
-    assert "Available tools: read, edit, bash, grep." in prompt
-    assert "Read a file before editing or overwriting it (`read`)" in prompt
-    assert "match the file exactly" in prompt
-    assert "the exit code is shown after the output" in prompt
-    assert "Prefer the dedicated file tools (`read`, `edit`, `grep`) over shell commands" in prompt
-    assert "run the project's tests" in prompt
-    assert "Keep answers short" in prompt
+    assert "Working directory: /home/me/project. Relative paths" in prompt
+    assert "omitted path or workdir" in prompt
+    assert "Read a file before editing or overwriting it" in prompt
+    assert "Prefer the file tools over shell commands" in prompt
+    assert "never start interactive programs" in prompt
+    assert "run the tests" in prompt
+    assert "Be brief" in prompt
+
+
+def test_system_prompt_rules_follow_the_tools() -> None:
+    prompt = system_prompt("/p", [ToolSchema("search_web", "s", {"type": "object"})])
+    assert "Read a file before" in prompt
+    assert "Prefer the file tools" not in prompt
+    assert "interactive" not in prompt
 
 
 def test_system_prompt_is_deterministic_and_takes_extra() -> None:
@@ -218,5 +226,21 @@ def test_system_prompt_is_deterministic_and_takes_extra() -> None:
 
 def test_system_prompt_without_tools() -> None:
     prompt = system_prompt("/p", [])
-    assert "Available tools" not in prompt
-    assert "exit code" not in prompt
+    assert "Read a file" not in prompt
+    assert "interactive" not in prompt
+
+
+def test_first_request_stays_lean() -> None:
+    # The system prompt and the reference tools' schemas are sent with every request; a small
+    # local model's context must keep room for the conversation (bench/bench_first_request.py
+    # measures it in real tokens, about 1.1 per 4 characters with SmolLM2's tokenizer).
+    from reference_tools import default_tools  # the test reaches past dsh_acp on purpose
+
+    registry = ToolRegistry()
+    for definition in default_tools():
+        registry.register(definition)
+    schemas = registry.schemas()
+    request = ModelRequest(messages=[], tools=schemas, system=system_prompt("/home/me/project", schemas))
+    body = chat_request(ModelSettings(model="m", base_url="http://127.0.0.1:1/v1"), request)
+    characters = len(body["messages"][0]["content"]) + sum(len(orjson.dumps(tool)) for tool in body["tools"])
+    assert characters <= 4 * 1150, characters
