@@ -144,7 +144,7 @@ async def test_slash_compact_summarises_only_what_fits(acp_schema: AcpSchema, tm
             await client.initialize()
             sid = await client.new_session(str(tmp_path))
             for n in range(3):
-                assert await client.prompt(sid, f"turn{n} " * 60) == {"stopReason": "end_turn"}
+                assert await client.prompt(sid, f"turn{n} " * 80) == {"stopReason": "end_turn"}
             assert await client.prompt(sid, "/compact") == {"stopReason": "end_turn"}
             assert await client.prompt(sid, "next") == {"stopReason": "end_turn"}
         client.assert_valid()
