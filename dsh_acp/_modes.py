@@ -44,17 +44,33 @@ _READING = frozenset({"read", "search", "think"})
 _EDITING = frozenset({"edit", "delete", "move"})
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # slots: one per idle session
 class PermissionState:
     """A session's mode and the answers a person gave "always": for the session (kept in its
     log) and, if the session has a state folder, for its project (see ``_approvals``)."""
 
     mode: str = "default"
-    allow: set[Rule] = field(default_factory=set)
-    reject: set[Rule] = field(default_factory=set)
     project_of: tuple[str, str] | None = None
     """``(state folder, session cwd)`` when answers can be kept for the project."""
     _project: ProjectRules | None = field(default=None, repr=False)
+    # Made on first use: most sessions never remember an answer, and two empty sets would be a
+    # fifth of what an idle session costs.
+    _allow: set[Rule] | None = field(default=None, repr=False)
+    _reject: set[Rule] | None = field(default=None, repr=False)
+
+    @property
+    def allow(self) -> set[Rule]:
+        """The session's "always allow" rules."""
+        if self._allow is None:
+            self._allow = set()
+        return self._allow
+
+    @property
+    def reject(self) -> set[Rule]:
+        """The session's "always reject" rules."""
+        if self._reject is None:
+            self._reject = set()
+        return self._reject
 
     @property
     def project(self) -> ProjectRules | None:

@@ -350,8 +350,8 @@ class Protocol:
         session.history = restored.history
         if restored.mode is not None:
             session.permissions.mode = restored.mode
-        session.permissions.allow |= restored.permissions.allow
-        session.permissions.reject |= restored.permissions.reject
+        session.permissions.allow.update(restored.permissions.allow)
+        session.permissions.reject.update(restored.permissions.reject)
         session.title = restored.title
         session.prompts = restored.prompts
         session.show_reasoning = restored.show_reasoning

@@ -59,7 +59,7 @@ _OPEN_LOGS: Final = 16
 class StoreError(RpcError):
     """The state folder failed us: answered as an internal error that names the cause and path."""
 
-    def __init__(self, doing: str, error: OSError, path: Path) -> None:
+    def __init__(self, doing: str, error: OSError, path: Path | str) -> None:
         super().__init__(INTERNAL_ERROR, f"{doing}: {describe_os_error(error, path)}")
         self.os_error = error
 
@@ -187,10 +187,12 @@ class SessionStore:
         self._claims = Claims(root / "sessions")
         self._fds: OrderedDict[str, int] = OrderedDict()  # most recently written last
 
-    def _path(self, session_id: str) -> Path:
+    def _path(self, session_id: str) -> str:
+        # A string, never a Path: pathlib interns every part of a path it parses, so a Path per
+        # session id would keep each id's string alive for the life of the agent.
         if not _SAFE_ID.match(session_id):
             raise KeyError(session_id)
-        return self.root / "sessions" / f"{session_id}.jsonl"
+        return self.file(session_id)
 
     def file(self, session_id: str) -> str:
         """The path of a (valid) session id's log, as a string."""
@@ -198,7 +200,7 @@ class SessionStore:
 
     def exists(self, session_id: str) -> bool:
         try:
-            return self._path(session_id).is_file()
+            return os.path.isfile(self._path(session_id))
         except KeyError:
             return False
 
@@ -206,7 +208,7 @@ class SessionStore:
         """Start the log of a new session (private: mode 0600 in a 0700 folder)."""
         path = self._path(session_id)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.makedirs(self._folder, mode=0o700, exist_ok=True)
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
         except OSError as error:
             raise StoreError("the session log could not be created", error, path) from error
@@ -223,9 +225,9 @@ class SessionStore:
                 }
             )
         except BaseException:
-            self._release_path(session_id, str(path))
+            self._release_path(session_id, path)
             try:
-                path.unlink()  # a session that could not start leaves nothing behind
+                os.unlink(path)  # a session that could not start leaves nothing behind
             except OSError:
                 pass
             raise
@@ -235,7 +237,7 @@ class SessionStore:
         """Claim an existing session's log for appending; ``SessionBusy`` if it is open elsewhere."""
         return self._claim(session_id, self._path(session_id))
 
-    def _claim(self, session_id: str, path: Path, *, fresh: bool = False) -> SessionLog:
+    def _claim(self, session_id: str, path: str, *, fresh: bool = False) -> SessionLog:
         try:
             self._claims.claim(session_id, path, fresh=fresh)
         except OSError as error:
@@ -295,14 +297,14 @@ class SessionStore:
         """Remove a session's log; ``KeyError`` if there is none, ``SessionBusy`` while another
         process has it open (it is claimed first, so a live session is never cut off)."""
         path = self._path(session_id)
-        if not path.is_file():
+        if not os.path.isfile(path):
             raise KeyError(session_id)
         try:
             self._claims.claim(session_id, path)
         except OSError as error:
             raise StoreError("the session could not be deleted", error, path) from error
         try:
-            path.unlink()
+            os.unlink(path)
         except OSError as error:
             raise StoreError("the session could not be deleted", error, path) from error
         finally:
@@ -323,7 +325,7 @@ class SessionStore:
             raise StoreError("the session log could not be read", error, path) from error
         records, skipped = _records(data)
         for where in skipped:
-            _log.warning("session log %s: skipped %s: not JSON", path.name, where)
+            _log.warning("session log %s: skipped %s: not JSON", os.path.basename(path), where)
         if not records or records[0].get("type") != "session":
             raise ValueError(f"session {session_id}: the log has no header")
         header = records[0]
