@@ -1,4 +1,4 @@
-"""dsh-acp as an editor sees it: cold start, streaming CPU per chunk, idle memory (issue 3 §7).
+"""dsh-acp as an editor sees it: cold start, streaming CPU per chunk, idle memory.
 
     /work/venv/bin/python bench/bench_agent.py [--runs 15] [--turns 5] [--chunks 20000]
     /work/venv/bin/python bench/bench_agent.py --start-only   # figures 1 and 3 only

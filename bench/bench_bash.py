@@ -1,6 +1,6 @@
 """bash speed and memory: ``seq 1 35000000`` (about 270 MB) through the tool.
 
-Targets (issue 5 §5): output delivered to the progress sink at ≥ 50 MB/s; the agent's peak RSS grows
+Targets: output delivered to the progress sink at ≥ 50 MB/s; the agent's peak RSS grows
 by ≤ 32 MB; the live data equals the output exactly once (length and CRC-32 compared, never stored).
 The same command piped to /dev/null by ``subprocess`` runs side by side as the baseline: the command's
 own speed, which bounds what the tool can deliver.

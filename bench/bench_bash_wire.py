@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_bash_wire.py [--runs 5] [--count 7000000]
 
-Targets (issue 19 §4): output delivered to the client at ≥ 0.9× the bare loop's rate, and the
+Targets: output delivered to the client at ≥ 0.9× the bare loop's rate, and the
 agent's CPU ≤ 2 ms per MB (the command's own CPU is not the agent's: it runs in another process).
 
 - ``dsh-acp``: ``python -m dsh_acp --model script:… --mode bypass`` whose scripted model calls

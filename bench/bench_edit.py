@@ -1,6 +1,6 @@
 """edit speed: applied hunks that cost what the edit costs, not what the file costs.
 
-Targets (issue 5 §3): for a one-line edit in a 100 MB file, building the hunks takes ≤ 5 ms and
+Targets: for a one-line edit in a 100 MB file, building the hunks takes ≤ 5 ms and
 about the same as in a 1 MB file; the whole ``edit`` call (through ``ToolRegistry.execute``,
 policy and stale check included) takes ≤ 1.5 × reading and writing the file once. Also
 reported: what ``difflib`` over the whole file would take (measured on 1 MB and 10 MB files and

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_spawn.py [--runs 40]
 
-Target (issue 19 §3): the spawn takes ≤ 1.5 ms at 400 MiB of agent RSS, whatever the size. The
+Target: the spawn takes ≤ 1.5 ms at 400 MiB of agent RSS, whatever the size. The
 process grows itself to each size (bytes it writes to, so the pages are resident), then times,
 interleaved so that drift in the machine's load hits them alike, medians over ``--runs``:
 

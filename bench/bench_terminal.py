@@ -1,4 +1,4 @@
-"""Live terminal output through the real agent over a pipe (issue 4 §4).
+"""Live terminal output through the real agent over a pipe.
 
     /work/venv/bin/python bench/bench_terminal.py [--runs 5] [--mb 50] [--chunk 4096]
 

@@ -1,6 +1,6 @@
 """dsh_tools speed: registry.execute overhead and validate_args.
 
-Targets (issue 2): ``registry.execute`` of a trivial ``define_tool`` tool with one pre- and one
+Targets: ``registry.execute`` of a trivial ``define_tool`` tool with one pre- and one
 post-listener ≤ 30 µs per call; ``validate_args`` on a 10-property spec ≤ 10 µs. A bare
 ``await tool.execute(...)`` call runs side by side as the baseline (the pipeline's own cost is the
 difference).

@@ -1,7 +1,7 @@
 """The ACP agent's front door: method routing, and ``initialize`` answered on the light path.
 
 An editor waits for ``initialize`` before it shows anything, so answering it must not wait for
-pydantic, the tools or the model (DESIGN §6): this module imports none of them. Everything else is
+pydantic, the tools or the model: this module imports none of them. Everything else is
 delegated to ``_protocol.Protocol``, imported on first use (and warmed up on the loop right
 after ``initialize`` so that ``session/new`` does not pay for it either).
 """

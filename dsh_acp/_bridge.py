@@ -5,7 +5,7 @@ session log go through the same code, so a replay leaves the editor exactly wher
 left it. The bridge switches on card kinds, never on tool names.
 
 Each function returns the ``update`` object of a ``SessionNotification`` (the caller adds the
-``sessionId``). Wire conventions (DESIGN §3): paths in ``locations`` and ``diff.path`` are
+``sessionId``). Wire conventions (what editors implement): paths in ``locations`` and ``diff.path`` are
 absolute (a view's relative path is resolved against the session cwd); titles show paths inside
 the session cwd relative to it; a terminal card on a capable
 client carries its output in ``_meta`` and never ``content`` (which would wipe the terminal).

@@ -1,6 +1,6 @@
 """The agent loop for one prompt turn: stream the model, run its tool calls, repeat.
 
-Tool calls follow the lifecycle editors expect (DESIGN §3): announced with ``tool_call`` before
+Tool calls follow the lifecycle editors expect: announced with ``tool_call`` before
 they run — ``pending`` while a person is asked, else ``in_progress`` — live terminal output while
 they run, one final ``completed``/``failed`` update each, and on cancel every open call closed as
 ``failed`` before the prompt answers ``cancelled``. Everything the turn does is also written to

@@ -8,7 +8,7 @@ and sends one prompt whose scripted model (``tests/client/model.json``) runs ``b
 stdout and stderr, exit 3), reads ``src/app.py``, writes ``src/util.py`` and edits ``src/app.py``.
 It allows every permission request once and serves ``fs/*`` from the real files.
 
-The ``editor`` run is everything else an editor draws (issue 9), in one session: Zed's capabilities
+The ``editor`` run is everything else an editor draws, in one session: Zed's capabilities
 plus boolean config options; the model and mode pickers of ``session/new``; the ``/`` menu; a prompt
 whose script (``tests/client/editor.json``) writes its todo list twice and reports usage (the live
 plan, the context meter, then the session title); the mode changed from the config-option picker
@@ -388,7 +388,7 @@ def test_the_turn_closes_every_call_and_ends(run: Run) -> None:
     assert run.doc["agentExit"] == {"code": 0, "signal": None}
 
 
-# -- the editor experience (issue 9) ------------------------------------------------------------
+# -- the editor experience --------------------------------------------------------------------
 
 MODEL_ID = "script:model.json"  # drive.mjs hands the agent its script as <state dir>/model.json
 MODE_IDS = ["default", "accept_edits", "plan", "bypass"]
