@@ -13,7 +13,20 @@ from typing import Any
 
 import orjson
 
-__all__ = ["NdjsonChild"]
+__all__ = ["NdjsonChild", "initialize_params"]
+
+
+def initialize_params(client: str, *, live_terminal: bool = False) -> dict[str, Any]:
+    """The ``initialize`` params of a bench client: no fs or terminals on the client, and with
+    ``live_terminal`` Zed's live terminal output convention."""
+    capabilities: dict[str, Any] = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+    if live_terminal:
+        capabilities["_meta"] = {"terminal_output": True}
+    return {
+        "protocolVersion": 1,
+        "clientCapabilities": capabilities,
+        "clientInfo": {"name": client, "version": "0"},
+    }
 
 
 class NdjsonChild:

@@ -46,17 +46,13 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _child import NdjsonChild
+from _child import NdjsonChild, initialize_params
 from _stats import report
 
 HERE = Path(__file__).resolve().parent
 
 CHUNK_BYTES = 200
-INIT_PARAMS = {
-    "protocolVersion": 1,
-    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
-    "clientInfo": {"name": "bench-client", "version": "0"},
-}
+INIT_PARAMS = initialize_params("bench-client")
 
 
 # -- the agents -------------------------------------------------------------------------------

@@ -39,22 +39,14 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _child import NdjsonChild
+from _child import NdjsonChild, initialize_params
 from _stats import report
 
 CALL_ID = "call_bash"
 RATE_TARGET = 0.9
 CPU_TARGET_MS_PER_MB = 2.0
 GROWTH_TARGET_MIB = 32.0
-INIT_PARAMS = {
-    "protocolVersion": 1,
-    "clientCapabilities": {
-        "fs": {"readTextFile": False, "writeTextFile": False},
-        "terminal": False,
-        "_meta": {"terminal_output": True},
-    },
-    "clientInfo": {"name": "bench-bash-wire-client", "version": "0"},
-}
+INIT_PARAMS = initialize_params("bench-bash-wire-client", live_terminal=True)
 
 
 def expected_output(command: str) -> tuple[int, str]:

@@ -44,20 +44,12 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _child import NdjsonChild
+from _child import NdjsonChild, initialize_params
 from _stats import report
 
 CALL_ID = "call_spew"
 COALESCE_BYTES = 64 * 1024  # the agent's default flush size, mirrored by the bare anchor
-INIT_PARAMS = {
-    "protocolVersion": 1,
-    "clientCapabilities": {
-        "fs": {"readTextFile": False, "writeTextFile": False},
-        "terminal": False,
-        "_meta": {"terminal_output": True},
-    },
-    "clientInfo": {"name": "bench-terminal-client", "version": "0"},
-}
+INIT_PARAMS = initialize_params("bench-terminal-client", live_terminal=True)
 
 
 def output_chunks(total: int, size: int) -> Iterator[str]:

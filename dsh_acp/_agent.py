@@ -23,7 +23,7 @@ from ._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, Reply, Re
 if TYPE_CHECKING:
     from ._protocol import Protocol
 
-__all__ = ["PROTOCOL_VERSION", "Agent"]
+__all__ = ["AGENT_METHODS", "PROTOCOL_VERSION", "Agent"]
 
 PROTOCOL_VERSION = 1
 """The newest (and only) ACP version this agent speaks."""
@@ -45,6 +45,8 @@ _SESSION_METHODS = frozenset(
         "session/set_config_option",
     }
 )
+AGENT_METHODS = frozenset({"initialize", *_SESSION_METHODS})
+"""Every ACP method the agent answers (the fuzzer draws from these)."""
 
 
 class Agent:

@@ -20,28 +20,17 @@ from typing import Any
 import anyio
 import orjson
 
+from dsh_acp._agent import AGENT_METHODS
+
 from ._checks import wire_problems
 from ._schema import AcpSchema, SchemaViolation
 
 __all__ = ["FrameGenerator", "FuzzReport", "fuzz_agent"]
 
 _PROBE_PREFIX = "fuzz-probe-"
-_METHODS = (
-    "initialize",
-    "authenticate",
-    "session/new",
-    "session/load",
-    "session/resume",
-    "session/list",
-    "session/prompt",
-    "session/close",
-    "session/set_mode",
-    "session/set_config_option",
-    "session/delete",
-    "logout",
-    "nope/nope",
-    "_x/ext",
-)
+# The agent's own method table, in a fixed order so a seed always draws the same frames, plus an
+# unknown method and an unknown extension.
+_METHODS = (*sorted(AGENT_METHODS), "nope/nope", "_x/ext")
 
 
 def _deep(rng: random.Random) -> Any:
