@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _stats import median_us, report
 
-from dsh_tools import Services, ToolExecution, ToolRegistry
-from reference_tools import _hunks, filesystem
-from reference_tools.filesystem import LocalFileSystem
+from dsh_tools import Services, ToolExecution, ToolRegistry, filesystem
+from dsh_tools.filesystem import LocalFileSystem
+from reference_tools import _hunks
 from reference_tools.fs import _text_print, register_fs_tools
 
 LINE = "    result = compute_total(alpha, beta, gamma)  # a typical line of code: {:08d}\n"

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _stats import report
 
-from reference_tools.processes import spawn_group
+from dsh_tools.processes import spawn_group
 
 TARGET_MS = 1.5
 MIB = 1 << 20

@@ -180,6 +180,12 @@ def _reference_tools() -> list[Any]:
     return list(default_tools())
 
 
+def _reference_ask_user() -> Any:
+    from reference_tools import ask_user_tool
+
+    return ask_user_tool()
+
+
 def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> AgentConfig:
     """The agent configuration the given serve arguments describe."""
     parser = parser or _parser()
@@ -190,7 +196,7 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     if sources:
         config.tools = lambda: [tool for source in sources for tool in source()]
         config.warm_imports = () if args.no_tools else ("reference_tools",)
-        config.ask_user = not args.no_tools
+        config.ask_user = None if args.no_tools else _reference_ask_user
     if config.model_source is not None:
         config.warm_imports += ("httpx", "dsh_acp._openai")  # httpx costs ~200 ms: load it after initialize
     if not args.no_tools:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from reference_tools.filesystem import FileSystem, LocalFileSystem, TextFormat, file_format, lf_text
+from dsh_tools.filesystem import FileSystem, LocalFileSystem, TextFormat, file_format, lf_text
 
 from ._connection import RESOURCE_NOT_FOUND, RpcError
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from reference_tools.terminals import (
+from dsh_tools.terminals import (
     ExitStatus,
     HostTerminal,
     TerminalHost,

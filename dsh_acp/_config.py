@@ -100,8 +100,9 @@ class AgentConfig:
     coalesce_bytes: int = 64 * 1024
     coalesce_delay: float | None = 0.05
     force_local_fs: bool = False
-    ask_user: bool = False
-    """Offer the ``ask_user`` reference tool to sessions whose client can ask (``elicitation.form``)."""
+    ask_user: Callable[[], ToolDefinition] | None = None
+    """Builds the tool that asks the user questions (the CLI's: the reference ``ask_user``), for
+    sessions whose client can ask (``elicitation.form``); it finds their ``UserQuestions``."""
     instruction_files: tuple[str, ...] = ("AGENTS.md",)
     """File names of project instructions, read from the session folder up to the repository root."""
     terminals: str = "auto"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from reference_tools.ask import Answer, UserQuestions
+from dsh_tools.questions import Answer, UserQuestions
 
 from ._connection import RpcError
 

@@ -12,7 +12,7 @@ wait, SIGKILL; then SIGKILL whatever is left of the group.
 
 That stop needs a living agent. A SIGKILLed one runs no cleanup, and a server that ignores the end of
 its stdin (or a helper it started, even one that left the group) would be orphaned; so the server is
-started the way the bash tool starts commands (``reference_tools.processes``): by the agent's guard
+started the way the bash tool starts commands (``dsh_tools.processes``): by the agent's guard
 process, whose warden for it kills the whole tree when the agent dies, however it dies.
 """
 
@@ -37,7 +37,7 @@ from ._stdio import FdReceiveStream, FdSendStream
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
 
-    from reference_tools.processes import GuardedProcess
+    from dsh_tools.processes import GuardedProcess
 
 __all__ = ["StdioServerProcess"]
 
@@ -91,7 +91,7 @@ class _ServerProcess:
 def _spawn(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str]) -> _ServerProcess:
     """Start ``argv`` leading a new session, kept by a warden (``OSError`` if it cannot start)."""
     # Lazily: the guard process starts with the first server, and a session without one pays nothing.
-    from reference_tools.processes import spawn_group
+    from dsh_tools.processes import spawn_group
 
     in_r, in_w = os.pipe()
     try:

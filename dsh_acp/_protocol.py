@@ -239,25 +239,27 @@ class Protocol:
             permissions=permissions,
         )
         session.services.add(session.registry, as_type=ToolRegistry)  # what the mode policy looks up
-        if self.config.ask_user and self.tools.get("ask_user") is None:
+        if self.config.ask_user is not None:
             from ._elicitation import can_ask
 
             if can_ask(self.client_capabilities):  # a tool that cannot work is never offered
-                from reference_tools.ask import UserQuestions, ask_user_tool
+                ask_tool = self.config.ask_user()
+                if self.tools.get(ask_tool.name) is None:
+                    from dsh_tools.questions import UserQuestions
 
-                from ._elicitation import ClientQuestions
+                    from ._elicitation import ClientQuestions
 
-                session.registry.register(ask_user_tool())
-                session.services.add(ClientQuestions(self._io.request, session_id), as_type=UserQuestions)
+                    session.registry.register(ask_tool)
+                    session.services.add(ClientQuestions(self._io.request, session_id), as_type=UserQuestions)
         can_read, can_write = profile.can_read, profile.can_write
         if profile.client_terminals:
-            from reference_tools.terminals import TerminalHost
+            from dsh_tools.terminals import TerminalHost
 
             from ._client_terminals import ClientTerminals
 
             session.services.add(ClientTerminals(self._io.request, session_id), as_type=TerminalHost)
         if (can_read or can_write) and not self.config.force_local_fs:
-            from reference_tools.filesystem import FileSystem
+            from dsh_tools.filesystem import FileSystem
 
             from ._client_fs import ClientFileSystem
 

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from dsh_tools import ToolDefinition, ToolRegistry
 
+from .ask import ask_user_tool
 from .bash import BashSettings, bash_tools
-from .filesystem import FileSystem, LocalFileSystem
 from .fs import ReadTracker, fs_policy, fs_tools, register_fs_tools
 from .todo import todo_tool
 
 __all__ = [
     "BashSettings",
-    "FileSystem",
-    "LocalFileSystem",
     "ReadTracker",
+    "ask_user_tool",
     "bash_tools",
     "default_tools",
     "fs_policy",

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import anyio
 
 from dsh_tools import ProgressSink, TerminalAttached
+from dsh_tools.terminals import ExitStatus, TerminalHost, TerminalHostError, TerminalSnapshot
 
 from ._jobs import BashSettings, command_env
-from .terminals import ExitStatus, TerminalHost, TerminalHostError, TerminalSnapshot
 
 __all__ = ["HostedRun", "run_hosted"]
 

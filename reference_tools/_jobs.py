@@ -21,9 +21,9 @@ from typing import Literal
 import anyio
 
 from dsh_tools import ProgressSink, TerminalOutput, without_secrets
+from dsh_tools.processes import ProcessGroup, signal_name
 
 from ._capture import StreamCapture
-from ._process import ProcessGroup, signal_name
 
 __all__ = ["BashSettings", "Job", "Shell", "SpawnError", "command_env"]
 

@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 import orjson
 
-from ._process import ProcessGroup
+from dsh_tools.processes import ProcessGroup
 
 __all__ = ["rg_binary", "rg_files", "rg_grep", "simple_glob", "to_rust_regex", "translate"]
 

@@ -8,33 +8,14 @@ should not offer the tool at all.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from dsh_tools import GenericCallView, ToolDefinition, ToolError, ToolExecution, define_tool, text
+from dsh_tools.questions import UserQuestions
 
-__all__ = ["Answer", "UserQuestions", "ask_user_tool"]
+__all__ = ["ask_user_tool"]
 
 _FIELD_TYPES = ("string", "number", "integer", "boolean")
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What the user did with a question: answered it (``values``, by field name), declined it,
-    or dismissed it (``cancel``)."""
-
-    action: Literal["accept", "decline", "cancel"]
-    values: dict[str, Any] = field(default_factory=dict)
-
-
-class UserQuestions(ABC):
-    """Asks the user of a session (the host's service; register it as ``UserQuestions``)."""
-
-    @abstractmethod
-    async def ask(self, message: str, schema: dict[str, Any], call_id: str) -> Answer:
-        """Show ``message`` with a form described by ``schema`` (a flat JSON Schema object of
-        primitive properties) and wait for the answer."""
 
 
 def _schema(args: dict[str, Any]) -> dict[str, Any]:

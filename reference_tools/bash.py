@@ -40,6 +40,7 @@ from dsh_tools import (
     define_tool,
     text,
 )
+from dsh_tools.terminals import TerminalHost, TerminalHostError
 
 # Private names stay private here too: this module's public API is its __all__.
 from ._hosted import HostedRun as _HostedRun
@@ -48,7 +49,6 @@ from ._jobs import BashSettings
 from ._jobs import Job as _Job
 from ._jobs import Shell as _Shell
 from ._jobs import SpawnError as _SpawnError
-from .terminals import TerminalHost, TerminalHostError
 
 _log = logging.getLogger("reference_tools.bash")
 

@@ -56,9 +56,9 @@ from dsh_tools import (
     define_tool,
     text,
 )
+from dsh_tools.filesystem import FileSystem, FileTooLargeError, LocalFileSystem, NotTextError
 
 from . import _hunks, _paths, _ripgrep, _search
-from .filesystem import FileSystem, FileTooLargeError, LocalFileSystem, NotTextError
 
 __all__ = [
     "MAX_READ_BYTES",

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference_tools import filesystem
-from reference_tools.filesystem import RACY_NS, FileSystem, FileTooLargeError, LocalFileSystem, NotTextError
+from dsh_tools import filesystem
+from dsh_tools.filesystem import RACY_NS, FileSystem, FileTooLargeError, LocalFileSystem, NotTextError
 
 pytestmark = pytest.mark.anyio
 

@@ -34,10 +34,10 @@ from dsh_tools import (
     ToolRegistry,
     ToolResult,
     define_tool,
+    filesystem,
 )
-from reference_tools import filesystem
+from dsh_tools.filesystem import RACY_NS, FileSystem, LocalFileSystem
 from reference_tools import fs as fs_module
-from reference_tools.filesystem import RACY_NS, FileSystem, LocalFileSystem
 from reference_tools.fs import MAX_READ_LINES, ReadTracker, fs_policy, fs_tools, read_tool, register_fs_tools
 
 pytestmark = pytest.mark.anyio

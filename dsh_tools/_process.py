@@ -31,9 +31,8 @@ from pathlib import Path
 
 import anyio
 
-from dsh_tools import widen_pipe
-
 from ._environ import protect_environment
+from ._pipes import widen_pipe
 
 __all__ = ["GuardedProcess", "ProcessGroup", "signal_name", "spawn_group", "spawn_guarded"]
 

@@ -21,11 +21,11 @@ import functools
 import logging
 import sys
 
-from dsh_tools import is_secret_variable
+from ._secrets import is_secret_variable
 
 __all__ = ["protect_environment"]
 
-_log = logging.getLogger("reference_tools.processes")
+_log = logging.getLogger("dsh_tools.processes")
 
 _PR_SET_DUMPABLE = 4
 _ENV_START_FIELD = 50  # /proc/PID/stat fields, 1-based (proc(5))

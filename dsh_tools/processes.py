@@ -28,6 +28,13 @@ process, the warden's subreaper, kills what that warden left; a command that kil
 from __future__ import annotations
 
 from ._environ import protect_environment
-from ._process import GuardedProcess, spawn_group, spawn_guarded
+from ._process import GuardedProcess, ProcessGroup, signal_name, spawn_group, spawn_guarded
 
-__all__ = ["GuardedProcess", "protect_environment", "spawn_group", "spawn_guarded"]
+__all__ = [
+    "GuardedProcess",
+    "ProcessGroup",
+    "protect_environment",
+    "signal_name",
+    "spawn_group",
+    "spawn_guarded",
+]
