@@ -55,7 +55,6 @@ class Agent:
     def __init__(self, config: AgentConfig, background: TaskGroup) -> None:
         self.config = config
         self.background = background
-        self.client_capabilities: dict[str, Any] = {}
         self.profile = ClientProfile()
         """What the client can show, read from ``initialize``."""
         self._connection: Connection | None = None
@@ -76,7 +75,6 @@ class Agent:
             self._protocol = Protocol(
                 self.config,
                 self._connection,
-                self.client_capabilities,
                 self.background,
                 profile=self.profile,
             )
@@ -117,12 +115,8 @@ class Agent:
                 "Invalid params: protocolVersion must be an integer from 0 to 65535",
                 {"errors": [{"loc": ["protocolVersion"], "msg": "expected an integer 0-65535"}]},
             )
-        capabilities = params.get("clientCapabilities")
-        self.client_capabilities.clear()
-        if isinstance(capabilities, dict):
-            self.client_capabilities.update(capabilities)
         terminals = cast(TerminalsChoice, self.config.terminals)
-        self.profile = client_profile(capabilities, params.get("clientInfo"), terminals)
+        self.profile = client_profile(params.get("clientCapabilities"), params.get("clientInfo"), terminals)
         if self._protocol is not None:
             self._protocol.profile = self.profile
         durable = self.config.state_dir is not None
@@ -158,7 +152,7 @@ class Agent:
             return []
         from ._settings import auth_methods
 
-        return auth_methods(self.client_capabilities)
+        return auth_methods(terminal_login=self.profile.terminal_login)
 
     async def _warm_up(self) -> None:
         """Once ``initialize`` is answered, load what sessions need while the editor digests the

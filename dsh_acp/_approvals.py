@@ -34,6 +34,7 @@ import orjson
 from dsh_tools import ApprovalSubject, CommandSubject, PathSubject
 
 from ._shellwords import split_command_line
+from ._updates import PermissionOption
 
 __all__ = [
     "Option",
@@ -285,7 +286,7 @@ class Option:
     remember: tuple[Rule, ...] = ()
     project: bool = False
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> PermissionOption:
         return {"optionId": self.option_id, "name": self.name, "kind": self.kind}
 
 
@@ -333,8 +334,7 @@ class Question:
             notes.append(f"Runs in `{subject.cwd}`.")
         if self.parts is None:
             notes.append(
-                "Uses shell features an approval rule cannot read: only this exact line "
-                "can be remembered."
+                "Uses shell features an approval rule cannot read: only this exact line can be remembered."
             )
         elif len(self.parts) > 1:
             listed = "\n".join(f"- `{_spell(words)}`" for words in self.parts)

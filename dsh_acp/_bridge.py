@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from dsh_tools import (
     ContentBlock,
@@ -39,6 +39,24 @@ from dsh_tools import (
 )
 
 from ._client_profile import ClientProfile, TerminalKey, client_profile
+from ._updates import (
+    AgentMessageChunk,
+    CompactionSummaryChunk,
+    Plan,
+    ToolCall,
+    ToolCallCard,
+    ToolCallFields,
+    ToolCallStatus,
+    ToolCallUpdate,
+    WireBlock,
+    agent_message,
+    compaction_summary_chunk,
+    plan,
+    tool_call,
+    tool_call_card,
+    tool_call_update,
+)
+from ._updates import Location as WireLocation
 
 __all__ = [
     "CallInfo",
@@ -48,21 +66,16 @@ __all__ = [
     "announce_call",
     "attach_terminal",
     "cancelled_call",
-    "compaction_status",
     "console_fence",
     "finish_call",
-    "notice",
     "output_chunk",
     "permission_tool_call",
     "plan_update",
     "raw_input",
     "relativize_title",
-    "status_update",
     "summary_chunk",
     "wire_block",
 ]
-
-ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,12 +165,12 @@ def relativize_title(title: str, cwd: str) -> str:
     return _ABS_PATH.sub(replace, title)
 
 
-def wire_block(block: ContentBlock) -> dict[str, Any]:
+def wire_block(block: ContentBlock) -> WireBlock:
     """A content block as an ACP ``ContentBlock`` (camelCase keys, no nulls)."""
     return block.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-def _content(blocks: Iterable[ContentBlock]) -> list[dict[str, Any]]:
+def _content(blocks: Iterable[ContentBlock]) -> list[WireBlock]:
     return [{"type": "content", "content": wire_block(block)} for block in blocks]
 
 
@@ -167,22 +180,22 @@ def absolute(path: str, cwd: str) -> str:
     return path if os.path.isabs(path) else os.path.normpath(os.path.join(cwd, path))
 
 
-def _diff_blocks(diffs: Iterable[FileDiff], cwd: str) -> list[dict[str, Any]]:
+def _diff_blocks(diffs: Iterable[FileDiff], cwd: str) -> list[WireBlock]:
     return [
         {"type": "diff", "path": absolute(d.path, cwd), "oldText": d.old_text, "newText": d.new_text}
         for d in diffs
     ]
 
 
-def _locations(locations: Iterable[Location], cwd: str) -> list[dict[str, Any]]:
-    out = []
+def _locations(locations: Iterable[Location], cwd: str) -> list[WireLocation]:
+    out: list[WireLocation] = []
     for loc in locations:
         path = absolute(loc.path, cwd)
         out.append({"path": path} if loc.line is None else {"path": path, "line": loc.line})
     return out
 
 
-def _diff_locations(diffs: Sequence[FileDiff], cwd: str) -> list[dict[str, Any]]:
+def _diff_locations(diffs: Sequence[FileDiff], cwd: str) -> list[WireLocation]:
     return [{"path": path} for path in dict.fromkeys(absolute(d.path, cwd) for d in diffs)]
 
 
@@ -222,52 +235,19 @@ def raw_input(info: CallInfo, presented: Any = None) -> dict[str, Any]:
     return {"arguments": info.arguments}
 
 
-def summary_chunk(text: str, message_id: str, compaction_id: str, ctx: RenderContext) -> dict[str, Any]:
+def summary_chunk(
+    text: str, message_id: str, compaction_id: str, ctx: RenderContext
+) -> CompactionSummaryChunk | AgentMessageChunk:
     """A piece of a ``/compact`` summary: part of the compaction for clients that show them,
     else an agent message."""
-    content = {"type": "text", "text": text}
     if ctx.compaction:
-        return {
-            "sessionUpdate": "compaction_summary_chunk",
-            "compactionId": compaction_id,
-            "content": content,
-        }
-    return {"sessionUpdate": "agent_message_chunk", "content": content, "messageId": message_id}
+        return compaction_summary_chunk(compaction_id, text)
+    return agent_message(text, message_id)
 
 
-def notice(
-    severity: Literal["info", "warning", "error"], title: str, description: str | None = None
-) -> dict[str, Any]:
-    """Something that happened around the conversation (only for clients that advertised
-    ``session.notices``): a live event, never part of the session's history."""
-    update: dict[str, Any] = {"sessionUpdate": "notice", "severity": severity, "title": title or severity}
-    if description:
-        update["description"] = description
-    return update
-
-
-def compaction_status(
-    compaction_id: str,
-    status: Literal["in_progress", "completed", "failed", "cancelled"],
-    summary: str | None = None,
-) -> dict[str, Any]:
-    """A compaction's state (only for clients that advertised ``session.compaction``)."""
-    update: dict[str, Any] = {
-        "sessionUpdate": "compaction_update",
-        "compactionId": compaction_id,
-        "status": status,
-    }
-    if summary is not None:
-        update["summary"] = [{"type": "text", "text": summary}]
-    return update
-
-
-def plan_update(view: PlanView) -> dict[str, Any]:
+def plan_update(view: PlanView) -> Plan:
     """A plan view as an ACP ``plan`` update: the complete list of entries, every time."""
-    return {
-        "sessionUpdate": "plan",
-        "entries": [{"content": e.content, "priority": e.priority, "status": e.status} for e in view.entries],
-    }
+    return plan({"content": e.content, "priority": e.priority, "status": e.status} for e in view.entries)
 
 
 # -- the call ------------------------------------------------------------------------------
@@ -282,18 +262,18 @@ def _terminal_input(info: CallInfo, view: TerminalCallView) -> dict[str, Any]:
     return {"command": view.title, **described}
 
 
-def _call_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
+def _call_fields(info: CallInfo, ctx: RenderContext) -> ToolCallFields:
     fields = _view_fields(info, ctx)
     if info.notice:
         fields["content"] = [*_content([TextBlock(text=info.notice)]), *fields.get("content", ())]
     return fields
 
 
-def _view_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
+def _view_fields(info: CallInfo, ctx: RenderContext) -> ToolCallFields:
     view = info.view
-    fields: dict[str, Any] = {"toolCallId": info.call_id}
+    fields: ToolCallFields = {"toolCallId": info.call_id}
     if isinstance(view, TerminalCallView):
-        fields.update(title=view.title, name=info.name, kind="execute")
+        fields.update({"title": view.title, "name": info.name, "kind": "execute"})
         description = [TextBlock(text=view.description)] if view.description else []
         if ctx.terminal_key is not None:
             fields["content"] = [
@@ -308,43 +288,39 @@ def _view_fields(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
             fields["rawInput"] = _terminal_input(info, view)
     elif isinstance(view, DiffCallView):
         fields.update(
-            title=relativize_title(view.title, ctx.cwd),
-            name=info.name,
-            kind="edit",
-            content=_diff_blocks(view.diffs, ctx.cwd),
-            locations=_locations(view.locations, ctx.cwd)
-            if view.locations
-            else _diff_locations(view.diffs, ctx.cwd),
+            {
+                "title": relativize_title(view.title, ctx.cwd),
+                "name": info.name,
+                "kind": "edit",
+                "content": _diff_blocks(view.diffs, ctx.cwd),
+                "locations": _locations(view.locations, ctx.cwd)
+                if view.locations
+                else _diff_locations(view.diffs, ctx.cwd),
+            }
         )
     elif isinstance(view, GenericCallView):
-        fields.update(title=relativize_title(view.title, ctx.cwd), name=info.name, kind=view.kind)
+        fields.update({"title": relativize_title(view.title, ctx.cwd), "name": info.name, "kind": view.kind})
         if view.raw_input is not None:
             fields["rawInput"] = raw_input(info, view.raw_input)
         fields["content"] = _content(view.content)
         fields["locations"] = _locations(view.locations, ctx.cwd)
     else:  # no presenter, or it declined: the default generic card
-        fields.update(title=info.name, name=info.name, kind=info.kind, rawInput=raw_input(info))
+        fields.update({"title": info.name, "name": info.name, "kind": info.kind, "rawInput": raw_input(info)})
     return fields
 
 
-def announce_call(info: CallInfo, status: ToolCallStatus, ctx: RenderContext) -> dict[str, Any]:
+def announce_call(info: CallInfo, status: ToolCallStatus, ctx: RenderContext) -> ToolCall:
     """The ``tool_call`` that announces a call (``pending`` while a person decides)."""
-    fields = _call_fields(info, ctx)
-    return {"sessionUpdate": "tool_call", **fields, "status": status}
+    return tool_call(_call_fields(info, ctx), status)
 
 
-def permission_tool_call(info: CallInfo, ctx: RenderContext) -> dict[str, Any]:
+def permission_tool_call(info: CallInfo, ctx: RenderContext) -> ToolCallCard:
     """The ``toolCall`` of ``session/request_permission``: the call's card, so the editor can
     attach its buttons to what it already shows."""
-    return {**_call_fields(info, ctx), "status": "pending"}
+    return tool_call_card(_call_fields(info, ctx), "pending")
 
 
-def status_update(call_id: str, status: ToolCallStatus) -> dict[str, Any]:
-    """A bare status change (e.g. ``in_progress`` once permission was granted)."""
-    return {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}
-
-
-def _attached_content(info: CallInfo, terminal_id: str, note: str | None = None) -> list[dict[str, Any]]:
+def _attached_content(info: CallInfo, terminal_id: str, note: str | None = None) -> list[WireBlock]:
     # The same blocks the call was announced with (a content update replaces them all), the
     # client's terminal in place of nothing.
     description = info.view.description if isinstance(info.view, TerminalCallView) else None
@@ -356,25 +332,19 @@ def _attached_content(info: CallInfo, terminal_id: str, note: str | None = None)
     return [*blocks, *_content([TextBlock(text=note)])] if note else blocks
 
 
-def attach_terminal(info: CallInfo, terminal_id: str) -> dict[str, Any]:
+def attach_terminal(info: CallInfo, terminal_id: str) -> ToolCallUpdate:
     """The card once its command runs in the client's own terminal ``terminal_id``: the client
     shows the live output there."""
-    return {
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": info.call_id,
-        "content": _attached_content(info, terminal_id),
-    }
+    return tool_call_update(info.call_id, content=_attached_content(info, terminal_id))
 
 
-def output_chunk(info: CallInfo, data: str, ctx: RenderContext) -> dict[str, Any] | None:
+def output_chunk(info: CallInfo, data: str, ctx: RenderContext) -> ToolCallUpdate | None:
     """Live terminal output (appended by the client), or ``None`` when it has no terminal."""
     if ctx.terminal_key is None or not info.is_terminal or not data:
         return None
-    return {
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": info.call_id,
-        "_meta": {ctx.terminal_key: {"terminal_id": info.call_id, "data": data}},
-    }
+    return tool_call_update(
+        info.call_id, meta={ctx.terminal_key: {"terminal_id": info.call_id, "data": data}}
+    )
 
 
 # -- the result ----------------------------------------------------------------------------
@@ -388,7 +358,7 @@ def _terminal_finish(
     status: ToolCallStatus,
     streamed: bool,
     attached: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ToolCallUpdate]:
     terminal = view if isinstance(view, TerminalResultView) else None
     exit_code = terminal.exit_code if terminal else None
     signal = terminal.signal if terminal else None
@@ -402,17 +372,13 @@ def _terminal_finish(
     output = terminal.output if terminal and terminal.output is not None else None
     if output is None and not result.is_error:
         output = _text_of(result.content)
-    title = {"title": terminal.title} if terminal and terminal.title else {}
+    title = terminal.title if terminal and terminal.title else None
 
     if attached is not None:  # the client's terminal shows the output; the card keeps it
         note = "\n\n".join(part for part in (_exit_line(exit_code, signal), reason) if part)
-        update: dict[str, Any] = {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": info.call_id,
-            "status": status,
-            **title,
-            "content": _attached_content(info, attached, note or None),
-        }
+        update = tool_call_update(
+            info.call_id, status, title=title, content=_attached_content(info, attached, note or None)
+        )
         if output:  # for clients that list a call's raw output rather than draw its terminal (acpx)
             update["rawOutput"] = {
                 "output": bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail)
@@ -420,7 +386,7 @@ def _terminal_finish(
         return [update]
 
     if ctx.terminal_key is not None:
-        updates: list[dict[str, Any]] = []
+        updates: list[ToolCallUpdate] = []
         tail = "" if streamed or not output else output
         if reason:
             separator = "\n" if tail and not tail.endswith("\n") else ""
@@ -428,17 +394,8 @@ def _terminal_finish(
         chunk = output_chunk(info, tail, ctx)
         if chunk is not None:
             updates.append(chunk)
-        updates.append(
-            {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": info.call_id,
-                "status": status,
-                **title,
-                "_meta": {
-                    "terminal_exit": {"terminal_id": info.call_id, "exit_code": exit_code, "signal": signal}
-                },
-            }
-        )
+        exit_meta = {"terminal_exit": {"terminal_id": info.call_id, "exit_code": exit_code, "signal": signal}}
+        updates.append(tool_call_update(info.call_id, status, title=title, meta=exit_meta))
         return updates
 
     parts: list[str] = []
@@ -452,13 +409,9 @@ def _terminal_finish(
     if reason:
         parts.append(reason)
     return [
-        {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": info.call_id,
-            "status": status,
-            **title,
-            "content": _content([TextBlock(text="\n\n".join(parts))]),
-        }
+        tool_call_update(
+            info.call_id, status, title=title, content=_content([TextBlock(text="\n\n".join(parts))])
+        )
     ]
 
 
@@ -470,7 +423,7 @@ def finish_call(
     *,
     streamed: bool = False,
     attached: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Plan | ToolCallUpdate]:
     """The updates that close a call: ``completed`` or ``failed``, with the result's card.
 
     ``streamed`` says whether live output already reached the client's terminal (a replay and a
@@ -482,17 +435,13 @@ def finish_call(
     if isinstance(info.view, PlanView):  # never announced as a card: only the plan changes
         return [plan_update(view)] if isinstance(view, PlanView) and not result.is_error else []
     if isinstance(view, PlanView):
-        return [plan_update(view), status_update(info.call_id, status)]
+        return [plan_update(view), tool_call_update(info.call_id, status)]
     if info.is_terminal or attached is not None:
-        return _terminal_finish(info, result, view, ctx, status, streamed, attached)
+        return [*_terminal_finish(info, result, view, ctx, status, streamed, attached)]
     if isinstance(view, TerminalResultView):  # no terminal was announced: the fenced fallback
         plain = RenderContext(ctx.cwd, None, ctx.fallback_head, ctx.fallback_tail)
-        return _terminal_finish(info, result, view, plain, status, streamed)
-    update: dict[str, Any] = {
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": info.call_id,
-        "status": status,
-    }
+        return [*_terminal_finish(info, result, view, plain, status, streamed)]
+    update = tool_call_update(info.call_id, status)
     if isinstance(view, DiffResultView):
         update["content"] = _diff_blocks(view.diffs, ctx.cwd)
         if view.locations is not None:
@@ -501,7 +450,7 @@ def finish_call(
         update["content"] = _content(view.content)
     else:
         update["content"] = _content(result.content)
-    if view is not None and view.title:
+    if view is not None and view.title:  # after the content: the key order is part of the wire
         update["title"] = relativize_title(view.title, ctx.cwd)
     return [update]
 
@@ -513,7 +462,7 @@ def cancelled_call(
     streamed: bool = False,
     attached: str | None = None,
     partial: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[ToolCallUpdate]:
     """Close a call the turn's cancellation interrupted: ``failed``; a terminal keeps its output
     and gets a last line saying why. ``partial`` is what a command printed before the cancel,
     for a client that had no live terminal (it gets that much, fenced)."""
@@ -523,4 +472,4 @@ def cancelled_call(
     if info.is_terminal and partial:
         view = TerminalResultView(output=partial, error="cancelled")
         return _terminal_finish(info, result, view, ctx, "failed", streamed)
-    return [status_update(info.call_id, "failed")]
+    return [tool_call_update(info.call_id, "failed")]

@@ -18,6 +18,7 @@ from typing import Any
 from dsh_tools.filesystem import FileSystem, LocalFileSystem, TextFormat, file_format, lf_text
 
 from ._connection import RESOURCE_NOT_FOUND, RpcError
+from ._updates import read_text_file_params, write_text_file_params
 
 __all__ = ["ClientFileSystem"]
 
@@ -46,7 +47,7 @@ class ClientFileSystem(FileSystem):
         if not self._can_read:
             return await self._local.read_text(path)
         try:
-            answer = await self._request("fs/read_text_file", {"sessionId": self._session_id, "path": path})
+            answer = await self._request("fs/read_text_file", read_text_file_params(self._session_id, path))
         except RpcError as error:
             if error.code == RESOURCE_NOT_FOUND:
                 self._formats[path] = TextFormat()  # a new file: a write gives the text as given
@@ -79,9 +80,7 @@ class ClientFileSystem(FileSystem):
         form = await self._format(path)
         content = form.apply(text)
         try:
-            await self._request(
-                "fs/write_text_file", {"sessionId": self._session_id, "path": path, "content": content}
-            )
+            await self._request("fs/write_text_file", write_text_file_params(self._session_id, path, content))
         except RpcError as error:
             raise OSError(f"the editor could not write {path}: {error.message}") from None
         self._formats[path] = form

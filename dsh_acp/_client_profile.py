@@ -43,6 +43,12 @@ class ClientProfile:
     """Whether the client shows compactions (``session.compaction``)."""
     notices: bool = False
     """Whether the client shows ``notice`` updates (``session.notices``)."""
+    questions: bool = False
+    """Whether the client asks the user questions in forms (``elicitation.form``)."""
+    boolean_options: bool = False
+    """Whether the client shows boolean config options (``session.configOptions.boolean``)."""
+    terminal_login: bool = False
+    """Whether the client can run a login command in a terminal (``auth.terminal``)."""
 
 
 def is_jetbrains(client_info: Mapping[str, Any] | None) -> bool:
@@ -79,11 +85,18 @@ def client_profile(
     fs = capabilities.get("fs")
     fs = fs if isinstance(fs, Mapping) else {}
     session = capabilities.get("session")
+    session = session if isinstance(session, Mapping) else {}
+    options = session.get("configOptions")
+    elicitation = capabilities.get("elicitation")
+    auth = capabilities.get("auth")
     return ClientProfile(
         terminal_key=None if use_client else key,
         client_terminals=use_client,
         can_read=fs.get("readTextFile") is True,
         can_write=fs.get("writeTextFile") is True,
-        compaction=isinstance(session, Mapping) and isinstance(session.get("compaction"), Mapping),
-        notices=isinstance(session, Mapping) and isinstance(session.get("notices"), Mapping),
+        compaction=isinstance(session.get("compaction"), Mapping),
+        notices=isinstance(session.get("notices"), Mapping),
+        questions=isinstance(elicitation, Mapping) and isinstance(elicitation.get("form"), Mapping),
+        boolean_options=isinstance(options, Mapping) and isinstance(options.get("boolean"), Mapping),
+        terminal_login=isinstance(auth, Mapping) and auth.get("terminal") is True,
     )

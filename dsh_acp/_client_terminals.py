@@ -23,6 +23,7 @@ from dsh_tools.terminals import (
 
 from ._brief import brief
 from ._connection import RpcError
+from ._updates import CreateTerminalParams, TerminalParams, create_terminal_params, terminal_params
 
 __all__ = ["ClientTerminals"]
 
@@ -51,7 +52,7 @@ class _ClientTerminal(HostTerminal):
     async def _call(self, method: str) -> Any:
         if self.released:
             raise TerminalHostError(f"{method} on terminal {self.terminal_id} after its release")
-        return await self._host.call(method, {"terminalId": self.terminal_id})
+        return await self._host.call(method, self._host.terminal(self.terminal_id))
 
     async def output(self) -> TerminalSnapshot:
         answer = await self._call("terminal/output")
@@ -76,7 +77,7 @@ class _ClientTerminal(HostTerminal):
             return
         self.released = True  # exactly once, even if the client fails to answer
         self._host.forget(self)
-        await self._host.call("terminal/release", {"terminalId": self.terminal_id})
+        await self._host.call("terminal/release", self._host.terminal(self.terminal_id))
 
 
 class ClientTerminals(TerminalHost):
@@ -87,10 +88,14 @@ class ClientTerminals(TerminalHost):
         self._session_id = session_id
         self._open: dict[str, _ClientTerminal] = {}
 
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
+    def terminal(self, terminal_id: str) -> TerminalParams:
+        """The params that name one of this session's terminals."""
+        return terminal_params(self._session_id, terminal_id)
+
+    async def call(self, method: str, params: TerminalParams | CreateTerminalParams) -> Any:
         """One request to the client; its failure is a ``TerminalHostError``."""
         try:
-            return await self._request(method, {"sessionId": self._session_id, **params})
+            return await self._request(method, params)
         except RpcError as error:
             raise TerminalHostError(f"{method} failed: {brief(error.message)}") from None
 
@@ -103,16 +108,10 @@ class ClientTerminals(TerminalHost):
         env: Mapping[str, str],
         output_byte_limit: int,
     ) -> HostTerminal:
-        answer = await self.call(
-            "terminal/create",
-            {
-                "command": command,
-                "args": list(args),
-                "cwd": cwd,
-                "env": [{"name": name, "value": value} for name, value in env.items()],
-                "outputByteLimit": output_byte_limit,
-            },
+        params = create_terminal_params(
+            self._session_id, command, args, cwd=cwd, env=env, output_byte_limit=output_byte_limit
         )
+        answer = await self.call("terminal/create", params)
         terminal_id = answer.get("terminalId") if isinstance(answer, Mapping) else None
         if not isinstance(terminal_id, str) or not terminal_id:
             raise TerminalHostError(f"terminal/create answered without a terminalId: {brief(answer)}")

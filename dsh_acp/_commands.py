@@ -4,9 +4,10 @@ model (an unknown ``/x`` goes to the model unchanged)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from dsh_tools import ContentBlock, TextBlock, ToolSchema
+
+from ._updates import AvailableCommandsUpdate, available_commands_update
 
 __all__ = [
     "COMMANDS",
@@ -52,15 +53,11 @@ def model_instruction(name: str, argument: str) -> str:
     return INIT_INSTRUCTION + (f"\n\nThe user adds: {argument}" if argument else "")
 
 
-def available_commands() -> dict[str, Any]:
+def available_commands() -> AvailableCommandsUpdate:
     """The ``available_commands_update`` a session sends after ``session/new``."""
-    return {
-        "sessionUpdate": "available_commands_update",
-        "availableCommands": [
-            {"name": name, "description": description, **({"input": {"hint": hint}} if hint else {})}
-            for name, (description, hint) in COMMANDS.items()
-        ],
-    }
+    return available_commands_update(
+        (name, description, hint) for name, (description, hint) in COMMANDS.items()
+    )
 
 
 def parse_command(prompt: Sequence[ContentBlock]) -> tuple[str, str] | None:

@@ -3,20 +3,15 @@ clients that advertise ``elicitation.form`` (the ``ask_user`` tool's ``UserQuest
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from dsh_tools.questions import Answer, UserQuestions
 
 from ._connection import RpcError
+from ._updates import elicitation_params
 
-__all__ = ["ClientQuestions", "can_ask"]
-
-
-def can_ask(client_capabilities: Mapping[str, Any]) -> bool:
-    """Whether the client advertised form elicitation (``elicitation.form``)."""
-    elicitation = client_capabilities.get("elicitation")
-    return isinstance(elicitation, Mapping) and isinstance(elicitation.get("form"), Mapping)
+__all__ = ["ClientQuestions"]
 
 
 class ClientQuestions(UserQuestions):
@@ -27,13 +22,7 @@ class ClientQuestions(UserQuestions):
         self._session_id = session_id
 
     async def ask(self, message: str, schema: dict[str, Any], call_id: str) -> Answer:
-        params = {
-            "sessionId": self._session_id,
-            "toolCallId": call_id,
-            "mode": "form",
-            "message": message,
-            "requestedSchema": schema,
-        }
+        params = elicitation_params(self._session_id, call_id, message, schema)
         try:
             response = await self._request("elicitation/create", params)
         except RpcError:

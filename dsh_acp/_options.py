@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ._config import ModelChoice
 from ._modes import MODES
 from ._session import Session
 
-__all__ = ["EFFORT_OPTION", "REASONING_OPTION", "boolean_options_supported", "config_options", "efforts"]
+__all__ = ["EFFORT_OPTION", "REASONING_OPTION", "config_options", "efforts"]
 
 REASONING_OPTION = "show_reasoning"
 EFFORT_OPTION = "reasoning_effort"
@@ -23,17 +23,9 @@ def efforts(session: Session, models: Sequence[ModelChoice]) -> tuple[str, ...]:
     return choice.efforts if choice is not None else ()
 
 
-def boolean_options_supported(client_capabilities: Mapping[str, Any]) -> bool:
-    """Whether the client advertised ``session.configOptions.boolean``."""
-    session = client_capabilities.get("session")
-    options = session.get("configOptions") if isinstance(session, Mapping) else None
-    return isinstance(options, Mapping) and isinstance(options.get("boolean"), Mapping)
-
-
-def config_options(
-    session: Session, models: Sequence[ModelChoice], client_capabilities: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """The complete option list of a session, as every answer and update carries it."""
+def config_options(session: Session, models: Sequence[ModelChoice], *, boolean: bool) -> list[dict[str, Any]]:
+    """The complete option list of a session, as every answer and update carries it (``boolean``:
+    whether the client shows boolean options)."""
     options: list[dict[str, Any]] = []
     if models:
         options.append(
@@ -79,7 +71,7 @@ def config_options(
                 "options": [{"value": level, "name": _EFFORT_NAMES.get(level, level)} for level in levels],
             }
         )
-    if boolean_options_supported(client_capabilities):
+    if boolean:
         options.append(
             {
                 "id": REASONING_OPTION,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, Services, TextBlock, ToolRegistry
 
-from ._bridge import RenderContext, notice, wire_block
+from ._bridge import RenderContext, wire_block
 from ._client_profile import ClientProfile
 from ._coalesce import CoalescePolicy
 from ._commands import MODEL_COMMANDS, available_commands, model_instruction, parse_command, tools_text
@@ -31,7 +31,7 @@ from ._connection import (
 from ._instructions import ProjectInstructions
 from ._model import ContextOverflow, ModelAuthError, ModelError, UserMessage
 from ._modes import MODES, PermissionState, mode_gate, modes_wire
-from ._options import EFFORT_OPTION, REASONING_OPTION, boolean_options_supported, config_options, efforts
+from ._options import EFFORT_OPTION, REASONING_OPTION, config_options, efforts
 from ._prompt import system_prompt
 from ._replay import replay_updates, restore_state
 from ._scripted import ScriptExhausted
@@ -39,6 +39,7 @@ from ._session import Session, SessionIO, Turn
 from ._store import LoadedSession, Redactor, SessionBusy, SessionStore
 from ._titles import model_title, prompt_words, short_title
 from ._turn import LoopSettings, StopReason, TurnRunner
+from ._updates import agent_message, config_option_update, current_mode_update, notice, session_info_update
 from ._wire import (
     AuthenticateParams,
     ListSessionsParams,
@@ -86,7 +87,6 @@ class Protocol:
         self,
         config: AgentConfig,
         connection: Connection,
-        client_capabilities: dict[str, Any],
         background: TaskGroup,
         *,
         profile: ClientProfile | None = None,
@@ -94,7 +94,6 @@ class Protocol:
         self.config = config
         self.background = background
         self.connection = connection
-        self.client_capabilities = client_capabilities
         self.profile = profile or ClientProfile()
         """What the client can show, read from ``initialize`` (the agent replaces it if the
         client initializes again)."""
@@ -212,8 +211,11 @@ class Protocol:
     def _session_answer(self, session: Session) -> dict[str, Any]:
         return {
             "modes": modes_wire(session.permissions),
-            "configOptions": config_options(session, self.config.models, self.client_capabilities),
+            "configOptions": self._options(session),
         }
+
+    def _options(self, session: Session) -> list[dict[str, Any]]:
+        return config_options(session, self.config.models, boolean=self.profile.boolean_options)
 
     def _choice(self, model_id: str | None) -> ModelChoice | None:
         models = self.config.models
@@ -239,18 +241,15 @@ class Protocol:
             permissions=permissions,
         )
         session.services.add(session.registry, as_type=ToolRegistry)  # what the mode policy looks up
-        if self.config.ask_user is not None:
-            from ._elicitation import can_ask
+        if self.config.ask_user is not None and profile.questions:  # a tool that cannot work is never offered
+            ask_tool = self.config.ask_user()
+            if self.tools.get(ask_tool.name) is None:
+                from dsh_tools.questions import UserQuestions
 
-            if can_ask(self.client_capabilities):  # a tool that cannot work is never offered
-                ask_tool = self.config.ask_user()
-                if self.tools.get(ask_tool.name) is None:
-                    from dsh_tools.questions import UserQuestions
+                from ._elicitation import ClientQuestions
 
-                    from ._elicitation import ClientQuestions
-
-                    session.registry.register(ask_tool)
-                    session.services.add(ClientQuestions(self._io.request, session_id), as_type=UserQuestions)
+                session.registry.register(ask_tool)
+                session.services.add(ClientQuestions(self._io.request, session_id), as_type=UserQuestions)
         can_read, can_write = profile.can_read, profile.can_write
         if profile.client_terminals:
             from dsh_tools.terminals import TerminalHost
@@ -302,13 +301,7 @@ class Protocol:
                 if session.render.notices:
                     await session.send(notice("warning", "Session log damaged", text))
                     return
-                await session.send(
-                    {
-                        "sessionUpdate": "agent_message_chunk",
-                        "content": {"type": "text", "text": text},
-                        "messageId": self.config.message_ids(),
-                    }
-                )
+                await session.send(agent_message(text, self.config.message_ids()))
 
         return send
 
@@ -485,12 +478,10 @@ class Protocol:
 
         async def send() -> None:
             if mode:
-                await session.send(
-                    {"sessionUpdate": "current_mode_update", "currentModeId": session.permissions.mode}
-                )
+                await session.send(current_mode_update(session.permissions.mode))
             if options:
-                choices = config_options(session, self.config.models, self.client_capabilities)
-                await session.send({"sessionUpdate": "config_option_update", "configOptions": choices})
+                choices = self._options(session)
+                await session.send(config_option_update(choices))
 
         return send
 
@@ -500,7 +491,7 @@ class Protocol:
         value = parsed.value
         if parsed.config_id == "mode" and isinstance(value, str):
             self._switch_mode(session, value)
-            answer = {"configOptions": config_options(session, self.config.models, self.client_capabilities)}
+            answer = {"configOptions": self._options(session)}
             return Reply(answer, self._in_step(session, mode=True, options=False))
         if parsed.config_id == "model" and isinstance(value, str) and self.config.models:
             await self._switch_model(session, value)
@@ -512,9 +503,7 @@ class Protocol:
             session.effort = value  # the next model request carries it
             session.record({"type": "config", "reasoning_effort": value})
         elif (
-            parsed.config_id == REASONING_OPTION
-            and isinstance(value, bool)
-            and boolean_options_supported(self.client_capabilities)
+            parsed.config_id == REASONING_OPTION and isinstance(value, bool) and self.profile.boolean_options
         ):
             session.show_reasoning = value
             session.record({"type": "config", "show_reasoning": value})
@@ -522,7 +511,7 @@ class Protocol:
             raise RpcError(
                 INVALID_PARAMS, f'Invalid params: no config option "{parsed.config_id}" takes {value!r}'
             )
-        return {"configOptions": config_options(session, self.config.models, self.client_capabilities)}
+        return {"configOptions": self._options(session)}
 
     # -- prompts ----------------------------------------------------------------------------
 
@@ -690,18 +679,12 @@ class Protocol:
         session.title = title
         now = self.config.clock()
         session.record({"type": "title", "title": title, "updated_at": now})
-        await session.send({"sessionUpdate": "session_info_update", "title": title, "updatedAt": now})
+        await session.send(session_info_update(title, now))
 
     async def _say(self, session: Session, text: str) -> None:
         """An agent message outside the model (command answers, configuration hints), logged."""
         message_id = self.config.message_ids()
-        await session.send(
-            {
-                "sessionUpdate": "agent_message_chunk",
-                "content": {"type": "text", "text": text},
-                "messageId": message_id,
-            }
-        )
+        await session.send(agent_message(text, message_id))
         session.record(
             {"type": "assistant", "text": text, "text_id": message_id, "tool_calls": [], "aside": True}
         )

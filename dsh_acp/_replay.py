@@ -26,9 +26,18 @@ from dsh_tools import (
     ToolResultView,
 )
 
-from ._bridge import CallInfo, RenderContext, announce_call, cancelled_call, compaction_status, finish_call
+from ._bridge import CallInfo, RenderContext, announce_call, cancelled_call, finish_call
 from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
 from ._modes import PermissionState
+from ._updates import (
+    SessionUpdate,
+    agent_message,
+    agent_thought,
+    compaction_update,
+    session_info_update,
+    usage_update,
+    user_message_chunk,
+)
 
 __all__ = ["RestoredState", "replay_updates", "restore_state"]
 
@@ -61,51 +70,32 @@ def _view(raw: Any, result: bool = False) -> Any:
         return None
 
 
-def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> list[dict[str, Any]]:
+def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> list[SessionUpdate]:
     """The ``session/update`` payloads that bring an editor to where the live run left it."""
-    updates: list[dict[str, Any]] = []
+    updates: list[SessionUpdate] = []
     calls: dict[str, CallInfo] = {}
     open_calls: dict[str, CallInfo] = {}
     for event in events:
         kind = event.get("type")
         if kind == "user":
             for block in event.get("content", ()):
-                update = {"sessionUpdate": "user_message_chunk", "content": block}
-                if event.get("message_id"):
-                    update["messageId"] = event["message_id"]
-                updates.append(update)
+                updates.append(user_message_chunk(block, event.get("message_id")))
         elif kind == "assistant":
-            for field_name, update_kind, id_key in (
-                ("reasoning", "agent_thought_chunk", "thought_id"),
-                ("text", "agent_message_chunk", "text_id"),
-            ):
-                if event.get(field_name):
-                    update = {
-                        "sessionUpdate": update_kind,
-                        "content": {"type": "text", "text": event[field_name]},
-                    }
-                    if event.get(id_key):
-                        update["messageId"] = event[id_key]
-                    updates.append(update)
+            if event.get("reasoning"):
+                updates.append(agent_thought(event["reasoning"], event.get("thought_id")))
+            if event.get("text"):
+                updates.append(agent_message(event["text"], event.get("text_id")))
         elif kind == "compact":
             summary = event.get("summary", "")
             if render.compaction and event.get("compaction_id"):
-                updates.append(compaction_status(event["compaction_id"], "completed", summary))
+                updates.append(compaction_update(event["compaction_id"], "completed", summary))
                 continue
-            update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": summary}}
-            if event.get("text_id"):
-                update["messageId"] = event["text_id"]
-            updates.append(update)
+            updates.append(agent_message(summary, event.get("text_id")))
         elif kind == "usage":
-            update = {"sessionUpdate": "usage_update", "used": event["used"], "size": event["size"]}
-            if event.get("cost") is not None:
-                update["cost"] = {"amount": float(event["cost"]), "currency": "USD"}
-            updates.append(update)
+            cost = float(event["cost"]) if event.get("cost") is not None else None
+            updates.append(usage_update(event["used"], event["size"], cost))
         elif kind == "title" and event.get("title"):
-            update = {"sessionUpdate": "session_info_update", "title": event["title"]}
-            if event.get("updated_at"):
-                update["updatedAt"] = event["updated_at"]
-            updates.append(update)
+            updates.append(session_info_update(event["title"], event.get("updated_at")))
         elif kind == "tool_call":
             info = CallInfo(
                 call_id=event["call_id"],

@@ -15,6 +15,7 @@ from ._bridge import RenderContext
 from ._model import Message, Model, Usage
 from ._modes import PermissionState
 from ._store import SessionLog, StoreError
+from ._updates import SessionUpdate
 
 __all__ = ["Session", "SessionIO", "Turn"]
 
@@ -114,7 +115,7 @@ class Session:
             return False
         return True
 
-    async def send(self, update: dict[str, Any]) -> None:
+    async def send(self, update: SessionUpdate) -> None:
         """Send one ``session/update`` of this session."""
         await self.io.notify("session/update", {"sessionId": self.session_id, "update": update})
 

@@ -428,15 +428,14 @@ def missing_key_message(settings: ModelSettings | None) -> str | None:
     )
 
 
-def auth_methods(client_capabilities: Mapping[str, Any]) -> list[dict[str, Any]]:
+def auth_methods(*, terminal_login: bool) -> list[dict[str, Any]]:
     """The ``authMethods`` of the ``initialize`` answer: the agent-handled ``api-key`` method,
-    plus a terminal method running ``dsh-acp login`` when the client advertises
-    ``auth.terminal`` (ACP forbids offering it otherwise)."""
+    plus a terminal method running ``dsh-acp login`` when the client can run one (it advertised
+    ``auth.terminal``: ACP forbids offering it otherwise)."""
     methods: list[dict[str, Any]] = [
         {"id": API_KEY_AUTH_METHOD, "name": "API key", "description": API_KEY_HELP + "."}
     ]
-    auth = client_capabilities.get("auth")
-    if isinstance(auth, Mapping) and auth.get("terminal") is True:
+    if terminal_login:
         methods.append(
             {
                 "type": "terminal",

@@ -38,16 +38,12 @@ from dsh_tools import (
 
 from ._bridge import (
     CallInfo,
-    ToolCallStatus,
     announce_call,
     attach_terminal,
     cancelled_call,
-    compaction_status,
     finish_call,
-    notice,
     output_chunk,
     permission_tool_call,
-    status_update,
     summary_chunk,
     wire_block,
 )
@@ -83,6 +79,17 @@ from ._model import (
 )
 from ._session import Session
 from ._toolcalls import parse_arguments, with_unique_id
+from ._updates import (
+    ToolCallStatus,
+    agent_message,
+    agent_thought,
+    card_details,
+    compaction_update,
+    notice,
+    permission_params,
+    tool_call_update,
+    usage_update,
+)
 
 CUT_OFF_TEXT = (
     "the response reached the model's output limit before this call was complete, so it was "
@@ -314,7 +321,7 @@ class TurnRunner:
         shown = session.render.compaction
         instruction = UserMessage((TextBlock(text=COMPACT_INSTRUCTION),))
         if shown:
-            await session.send(compaction_status(compaction_id, "in_progress"))
+            await session.send(compaction_update(compaction_id, "in_progress"))
         try:
             message, _ = await self._model_step(
                 extra=(instruction,),
@@ -329,10 +336,10 @@ class TurnRunner:
                     "failed" if isinstance(error, Exception) else "cancelled"
                 )
                 with anyio.CancelScope(shield=True):
-                    await session.send(compaction_status(compaction_id, status))
+                    await session.send(compaction_update(compaction_id, status))
             raise
         if shown:
-            await session.send(compaction_status(compaction_id, "completed"))
+            await session.send(compaction_update(compaction_id, "completed"))
         usage = self.last_usage
         if usage is not None and usage.context_window:
             # The request's own usage measured the long conversation being summarized; what is
@@ -375,24 +382,13 @@ class TurnRunner:
                     if compaction_id is not None:
                         await send(summary_chunk(event.text, message_id, compaction_id, session.render))
                         continue
-                    await send(
-                        {
-                            "sessionUpdate": "agent_message_chunk",
-                            "content": {"type": "text", "text": event.text},
-                            "messageId": message_id,
-                        }
-                    )
+                    await send(agent_message(event.text, message_id))
                 elif type(event) is ReasoningDelta:
                     reasoning.append(event.text)
                     if not session.show_reasoning:
                         continue
-                    await send(
-                        {
-                            "sessionUpdate": "agent_thought_chunk",
-                            "content": {"type": "text", "text": event.text},
-                            "messageId": ids.get("thought") or ids.setdefault("thought", self._new_id()),
-                        }
-                    )
+                    thought_id = ids.get("thought") or ids.setdefault("thought", self._new_id())
+                    await send(agent_thought(event.text, thought_id))
                 elif type(event) is ToolCallRequest:
                     early_id = self._early_ids.pop(event.id, None)
                     if early_id is None:
@@ -431,7 +427,7 @@ class TurnRunner:
                 with anyio.CancelScope(shield=True):
                     for call_id in gone:
                         del self._early[call_id]
-                        await send(status_update(call_id, "failed"))
+                        await send(tool_call_update(call_id, "failed"))
             if keep and (text or reasoning or calls):
                 session.history.append(message)
             if keep and session.usage is self.last_usage:
@@ -465,16 +461,11 @@ class TurnRunner:
                 session.cost = (session.cost or 0) + cost
         if usage.context_window:
             event: dict[str, Any] = {"type": "usage", "used": usage.used, "size": usage.context_window}
-            update: dict[str, Any] = {
-                "sessionUpdate": "usage_update",
-                "used": usage.used,
-                "size": usage.context_window,
-            }
             if session.cost is not None:
                 event["cost"] = str(session.cost)
-                update["cost"] = {"amount": float(session.cost), "currency": "USD"}
             session.record(event)
-            await session.send(update)
+            price = float(session.cost) if session.cost is not None else None
+            await session.send(usage_update(usage.used, usage.context_window, price))
 
     # -- tools ----------------------------------------------------------------------------
 
@@ -581,10 +572,9 @@ class TurnRunner:
         early = self._early.pop(call.info.call_id, None) is not None
         if call.is_plan:
             return  # a plan is shown as the session's plan, not as a tool card
-        update = announce_call(call.info, status, self.session.render)
-        if early:  # the card exists since the call began streaming: now it gets its details
-            update["sessionUpdate"] = "tool_call_update"
-        await self.session.send(update)
+        card = announce_call(call.info, status, self.session.render)
+        # A card that exists since the call began streaming gets its details as an update.
+        await self.session.send(card_details(card) if early else card)
 
     async def _announce_early(self, start: ToolCallStart) -> None:
         """A ``pending`` card for a call whose arguments are still streaming (titled by its tool
@@ -607,7 +597,7 @@ class TurnRunner:
         if not call.announced:
             await self._announce(call, "in_progress")
         elif not call.is_plan:
-            await self.session.send(status_update(call.info.call_id, "in_progress"))
+            await self.session.send(tool_call_update(call.info.call_id, "in_progress"))
 
     def _progress_sink(self, call: _Call) -> Callable[[ProgressEvent], Any]:
         render = self.session.render
@@ -695,11 +685,11 @@ class TurnRunner:
         call.info = replace(call.info, notice=question.notice, cwd=question.cwd)
         await self._announce(call, "pending")
         options = question.options([*rules.allow, *project_allow], project=rules.project is not None)
-        params = {
-            "sessionId": session.session_id,
-            "toolCall": permission_tool_call(call.info, session.render),
-            "options": [option.wire() for option in options],
-        }
+        params = permission_params(
+            session.session_id,
+            permission_tool_call(call.info, session.render),
+            [option.wire() for option in options],
+        )
         try:
             response = await session.io.request("session/request_permission", params)
         except RpcError as error:
@@ -737,7 +727,7 @@ class TurnRunner:
         conversation so that every tool call of the interrupted step has a result."""
         for call_id in list(self._early):
             del self._early[call_id]
-            await self.session.send(status_update(call_id, "failed"))
+            await self.session.send(tool_call_update(call_id, "failed"))
         for call in self._calls.values():
             if call.announced and not call.finished and not call.is_plan:
                 call.finished = True

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_acp._client_profile import client_profile
 from dsh_acp._login import login_main, store_api_key
 from dsh_acp._openai import OpenAIModel
 from dsh_acp._settings import (
@@ -310,13 +311,15 @@ def test_missing_key_message(config: Path) -> None:
 
 
 def test_auth_methods_validate_against_the_schema(acp_schema: AcpSchema) -> None:
-    plain = auth_methods({})
+    plain = auth_methods(terminal_login=False)
     assert plain == [{"id": "api-key", "name": "API key", "description": API_KEY_HELP + "."}]
-    with_terminal = auth_methods({"auth": {"terminal": True}})
+    with_terminal = auth_methods(terminal_login=True)
     assert [m["id"] for m in with_terminal] == ["api-key", "login"]
     assert with_terminal[1]["type"] == "terminal"
     assert with_terminal[1]["args"] == ["login"]
-    assert auth_methods({"auth": {"terminal": False}}) == plain
+    assert client_profile({"auth": {"terminal": True}}).terminal_login
+    assert not client_profile({"auth": {"terminal": False}}).terminal_login
+    assert not client_profile({"auth": {"terminal": {}}}).terminal_login
     for method in with_terminal:
         acp_schema.validate("AuthMethod", method)
     for variable in ("DSH_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY", "dsh-acp login"):
