@@ -2,7 +2,8 @@
 
 Deterministic (no dates, no environment reads): the same session and tools give the same bytes,
 so golden fixtures and provider prompt caches both stay stable. The tools' own schemas travel in
-the request's ``tools``; this text states only what ties them together.
+the request's ``tools``; the rules here are the ones the tools give (``prompt_rules``) and the
+agent's own, so the agent names no tool.
 """
 
 from __future__ import annotations
@@ -15,20 +16,19 @@ if TYPE_CHECKING:
 
 __all__ = ["system_prompt"]
 
-_FILE_TOOLS = ("read", "write", "edit", "glob", "grep", "ls")
-_SHELL_TOOLS = ("bash",)
+_AFTER_TOOL_RULES = "After changing code, run the tests or checks and report the result."
+"""The agent's own rule for a session that has tools to change and check code with."""
 
 
 def system_prompt(cwd: str, tools: Sequence[ToolSchema], extra: str = "") -> str:
     """The system prompt for a session working in ``cwd`` with ``tools``; ``extra`` (project or
     user instructions) is appended as its own section."""
-    available = {tool.name for tool in tools}
     lines = [
         "You are a coding agent in the user's editor; the user sees every tool call and result.",
         f"Working directory: {cwd}. Relative paths, and an omitted path or workdir, mean it.",
     ]
     lines += ["", "# Rules"]
-    lines += [f"- {rule}" for rule in _rules(available)] if available else []
+    lines += [f"- {rule}" for rule in _rules(tools)]
     lines += [
         "- Be brief; do not restate tool results.",
         "- Ask before acting on ambiguous or risky tasks.",
@@ -46,11 +46,9 @@ def system_prompt(cwd: str, tools: Sequence[ToolSchema], extra: str = "") -> str
     return "\n".join(lines) + "\n"
 
 
-def _rules(available: set[str]) -> list[str]:
-    rules = ["Read a file before editing or overwriting it, and again if it changed."]
-    if available & set(_FILE_TOOLS):
-        rules.append("Prefer the file tools over shell commands for files.")
-    if available & set(_SHELL_TOOLS):
-        rules.append("Commands get no input: never start interactive programs.")
-    rules.append("After changing code, run the tests or checks and report the result.")
-    return rules
+def _rules(tools: Sequence[ToolSchema]) -> list[str]:
+    """The tools' rules in registration order, each stated once, then the agent's own."""
+    if not tools:
+        return []
+    rules = dict.fromkeys(rule for tool in tools for rule in tool.prompt_rules)
+    return [*rules, _AFTER_TOOL_RULES]

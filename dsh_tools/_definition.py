@@ -58,6 +58,8 @@ class ToolSchema:
     name: str
     description: str
     parameters: dict[str, Any]
+    prompt_rules: tuple[str, ...] = ()
+    """What the system prompt tells the model for this tool's sake (see ``ToolDefinition``)."""
 
 
 def _identity(arguments: Any) -> Any:
@@ -91,6 +93,10 @@ class ToolDefinition:
     approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None
     """What a person approving a call of this tool is asked about, when that is narrower than
     the tool (``bash``: the command line and where it runs); ``None``: the tool itself."""
+    prompt_rules: tuple[str, ...] = ()
+    """Rules of use the system prompt states for this tool, one sentence each (``bash``: commands
+    get no input). A rule several tools give in the same words is stated once, where the first
+    of them is registered; the tool's own description says the rest."""
 
     def subject_of(self, execution: ToolExecution) -> ApprovalSubject | None:
         """``approval_subject`` made safe: arguments it cannot read give ``None`` (the tool)."""
@@ -105,7 +111,7 @@ class ToolDefinition:
     @property
     def schema(self) -> ToolSchema:
         """A deep copy of the model-facing schema."""
-        return ToolSchema(self.name, self.description, copy.deepcopy(self.parameters))
+        return ToolSchema(self.name, self.description, copy.deepcopy(self.parameters), self.prompt_rules)
 
     def call_view(self, arguments: Any) -> ToolCallView | None:
         """``present_call`` made safe for a UI: a raising presenter gives ``None`` and a warning."""
@@ -191,6 +197,7 @@ def define_tool(
     read_only: bool = False,
     parallel_safe: bool | None = None,
     approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None,
+    prompt_rules: Sequence[str] = (),
 ) -> ToolDefinition: ...
 
 
@@ -207,6 +214,7 @@ def define_tool(
     read_only: bool = False,
     parallel_safe: bool | None = None,
     approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None,
+    prompt_rules: Sequence[str] = (),
 ) -> ToolDefinition: ...
 
 
@@ -222,6 +230,7 @@ def define_tool(
     read_only: bool = False,
     parallel_safe: bool | None = None,
     approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None,
+    prompt_rules: Sequence[str] = (),
 ) -> ToolDefinition:
     """Define a tool whose arguments are validated before ``execute`` runs.
 
@@ -230,6 +239,7 @@ def define_tool(
     schema and validator are built once, here; a malformed definition raises one
     ``ToolDefinitionError`` listing every problem. ``parallel_safe`` defaults to ``read_only``.
     ``approval_subject`` gets the raw arguments (it must not trust them) and the execution.
+    ``prompt_rules`` are sentences for the system prompt's rules (one line each).
     The presenters receive the same parsed arguments; they are wrapped so that arguments that
     do not parse give ``None`` (the generic card) instead of an exception.
     """
@@ -248,6 +258,11 @@ def define_tool(
             problems.append(f"{label} must be callable" + (" or None" if optional else ""))
     if kind not in TOOL_KINDS:
         problems.append(f"kind must be one of {list(TOOL_KINDS)}, not {kind!r}")
+    rules = (prompt_rules,) if isinstance(prompt_rules, str) else tuple(prompt_rules)
+    if isinstance(prompt_rules, str) or not all(
+        isinstance(rule, str) and rule.strip() and "\n" not in rule for rule in rules
+    ):
+        problems.append("prompt_rules must be a sequence of non-empty one-line strings")
 
     parse: Callable[[Any], Any]
     json_schema: dict[str, Any] = {}
@@ -278,4 +293,5 @@ def define_tool(
         parallel_safe=read_only if parallel_safe is None else parallel_safe,
         parse_arguments=parse,
         approval_subject=approval_subject,
+        prompt_rules=rules,
     )

@@ -305,6 +305,7 @@ def bash_tools() -> list[ToolDefinition]:
             present_result=_present_bash_result,
             kind="execute",
             approval_subject=_bash_subject,
+            prompt_rules=("Commands get no input: never start interactive programs.",),
         ),
         define_tool(
             name="bash_output",

@@ -84,6 +84,13 @@ def _check_cancelled() -> None:
     anyio.from_thread.check_cancelled()
 
 
+_READ_FIRST = "Read a file before editing or overwriting it, and again if it changed."
+_PREFER_FILE_TOOLS = "Prefer the file tools over shell commands for files."
+_EDITING_RULES = (_READ_FIRST, _PREFER_FILE_TOOLS)
+"""What the system prompt says for the tools that read or change files (the policy enforces the
+first: an edit of a file not read, or changed since, is refused)."""
+_SEARCHING_RULES = (_PREFER_FILE_TOOLS,)
+
 MAX_READ_LINES = 2000
 MAX_READ_BYTES = 100 * 1024
 _MAX_LINE_CHARS = 2000
@@ -380,6 +387,7 @@ read_tool = define_tool(
     present_result=_present_read_result,
     kind="read",
     read_only=True,
+    prompt_rules=_EDITING_RULES,
 )
 
 
@@ -461,6 +469,7 @@ write_tool = define_tool(
     present_call=_present_write,
     present_result=_present_write_result,
     kind="edit",
+    prompt_rules=_EDITING_RULES,
 )
 
 
@@ -535,6 +544,7 @@ edit_tool = define_tool(
     present_call=_present_edit,
     present_result=_present_edit_result,
     kind="edit",
+    prompt_rules=_EDITING_RULES,
 )
 
 
@@ -618,6 +628,7 @@ glob_tool = define_tool(
     present_result=_present_search_result,
     kind="search",
     read_only=True,
+    prompt_rules=_SEARCHING_RULES,
 )
 
 _GREP_PARAMETERS: SchemaSpec = {
@@ -689,6 +700,7 @@ grep_tool = define_tool(
     present_result=_present_search_result,
     kind="search",
     read_only=True,
+    prompt_rules=_SEARCHING_RULES,
 )
 
 _LS_PARAMETERS: SchemaSpec = {
@@ -724,6 +736,7 @@ ls_tool = define_tool(
     present_result=_present_search_result,
     kind="read",
     read_only=True,
+    prompt_rules=_SEARCHING_RULES,
 )
 
 

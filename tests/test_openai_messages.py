@@ -23,7 +23,7 @@ from dsh_acp._model import (
 from dsh_acp._openai import SSEDecoder, chat_messages, chat_request
 from dsh_acp._prompt import system_prompt
 from dsh_acp._settings import ModelSettings
-from dsh_tools import ToolRegistry, ToolSchema
+from dsh_tools import ToolDefinitionError, ToolRegistry, ToolSchema, define_tool
 from dsh_tools._content import (
     BlobResource,
     EmbeddedResourceBlock,
@@ -198,22 +198,50 @@ TOOLS = [
 ]
 
 
-def test_system_prompt_states_cwd_and_conventions() -> None:
-    prompt = system_prompt("/home/me/project", TOOLS)
+def _reference_schemas() -> list[ToolSchema]:
+    from reference_tools import default_tools  # the test reaches past dsh_acp on purpose
+
+    return [definition.schema for definition in default_tools()]
+
+
+def test_system_prompt_states_cwd_and_the_reference_tools_conventions() -> None:
+    prompt = system_prompt("/home/me/project", _reference_schemas())
     assert "Working directory: /home/me/project. Relative paths" in prompt
     assert "omitted path or workdir" in prompt
-    assert "Read a file before editing or overwriting it" in prompt
-    assert "Prefer the file tools over shell commands" in prompt
+    assert prompt.count("Read a file before editing or overwriting it") == 1  # read, write, edit give it
+    assert prompt.count("Prefer the file tools over shell commands") == 1
     assert "never start interactive programs" in prompt
     assert "run the tests" in prompt
     assert "Be brief" in prompt
 
 
-def test_system_prompt_rules_follow_the_tools() -> None:
-    prompt = system_prompt("/p", [ToolSchema("search_web", "s", {"type": "object"})])
-    assert "Read a file before" in prompt
-    assert "Prefer the file tools" not in prompt
-    assert "interactive" not in prompt
+def test_system_prompt_rules_come_from_the_tools() -> None:
+    # Tool names mean nothing to the prompt: only the rules a tool gives.
+    named_like_ours = system_prompt("/p", TOOLS)
+    assert "Read a file before" not in named_like_ours
+    assert "interactive" not in named_like_ours
+    assert "run the tests" in named_like_ours  # the agent's own rule, for any tools
+    ruled = [
+        ToolSchema("deploy", "d", {"type": "object"}, ("Deploy only from main.", "Say which host.")),
+        ToolSchema("rollback", "r", {"type": "object"}, ("Say which host.",)),
+    ]
+    rules = system_prompt("/p", ruled).split("# Rules\n")[1].splitlines()
+    assert rules[:3] == [
+        "- Deploy only from main.",
+        "- Say which host.",
+        "- After changing code, run the tests or checks and report the result.",
+    ]
+
+
+def test_prompt_rules_are_checked_when_a_tool_is_defined() -> None:
+    async def run(args: dict[str, object], execution: object) -> str:
+        return ""
+
+    for bad in ("one string, not a sequence", ["two\nlines"], [""]):
+        with pytest.raises(ToolDefinitionError, match="prompt_rules"):
+            define_tool(name="t", description="d", parameters={}, execute=run, prompt_rules=bad)  # type: ignore[arg-type]
+    tool = define_tool(name="t", description="d", parameters={}, execute=run, prompt_rules=["Be careful."])
+    assert tool.schema.prompt_rules == ("Be careful.",)
 
 
 def test_system_prompt_is_deterministic_and_takes_extra() -> None:

@@ -177,6 +177,7 @@ def test_schemas_are_deep_copies_in_registration_order() -> None:
         "name",
         "description",
         "parameters",
+        "prompt_rules",  # model-facing too: the system prompt states them
     }
     schemas[0].parameters["properties"]["value"]["type"] = "integer"
     assert registry.schemas()[0].parameters["properties"]["value"]["type"] == "string"
