@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -55,12 +54,13 @@ def estimate(text: str) -> int:
 
 
 def tokenizer(url: str) -> Callable[[str], int]:
-    http = httpx.Client(base_url=url, timeout=30)
+    from urllib.request import Request, urlopen
 
     def count(text: str) -> int:
-        response = http.post("/tokenize", json={"content": text})
-        response.raise_for_status()
-        return len(response.json()["tokens"])
+        request = Request(f"{url.rstrip('/')}/tokenize", data=orjson.dumps({"content": text}), method="POST")
+        request.add_header("Content-Type", "application/json")
+        with urlopen(request, timeout=30) as response:  # a failed status raises
+            return len(orjson.loads(response.read())["tokens"])
 
     return count
 

@@ -198,7 +198,7 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
         config.warm_imports = () if args.no_tools else ("reference_tools",)
         config.ask_user = None if args.no_tools else _reference_ask_user
     if config.model_source is not None:
-        config.warm_imports += ("httpx", "dsh_acp._openai")  # httpx costs ~200 ms: load it after initialize
+        config.warm_imports += ("aiohttp", "dsh_acp._openai")  # ~300 ms of imports: after initialize
     if not args.no_tools:
         config.configure_registry = _reference_policies
     config.max_model_requests = args.max_model_requests

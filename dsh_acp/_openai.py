@@ -3,7 +3,7 @@
 Speaks the dialect DeepSeek, OpenAI, vLLM, llama.cpp's server and Ollama share: server-sent
 events whose ``data:`` lines carry ``chat.completion.chunk`` objects, ending with ``[DONE]``.
 
-httpx is imported inside the methods that use it: ``import dsh_acp._openai`` stays cheap, so the
+aiohttp is imported inside the methods that use it: ``import dsh_acp._openai`` stays cheap, so the
 agent answers ``initialize`` before the HTTP stack has loaded.
 
 Timers: ``first_event_timeout`` bounds the wait for the response to begin (headers, then the
@@ -22,7 +22,7 @@ Failure policy: a request the server refuses as too large for its context raises
 the answer are retried with exponential back-off and jitter (bounded in attempts and in total
 wait, honouring ``Retry-After``); everything else — a refused connection, a timeout, a stalled or
 dropped stream, a malformed chunk — raises ``ModelError`` with one line saying what happened. The
-API key is scrubbed from every message, and exceptions from httpx are never chained.
+API key is scrubbed from every message, and exceptions from aiohttp are never chained.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 import orjson
@@ -63,7 +63,9 @@ from ._model import (
 from ._settings import ModelSettings, is_self_hosted
 
 if TYPE_CHECKING:
-    import httpx
+    import ssl
+
+    import aiohttp
 
     from dsh_tools import ContentBlock, ToolSchema
 
@@ -500,8 +502,8 @@ class _Assembler:
 class OpenAIModel:
     """A ``Model`` backed by an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    One instance per session; it keeps one ``httpx.AsyncClient`` (made at the first request) —
-    close it with ``aclose()``. ``sleep`` and ``jitter`` are injectable so tests can observe the
+    One instance per session; it keeps one ``aiohttp.ClientSession`` (made at the first request)
+    — close it with ``aclose()``. ``sleep`` and ``jitter`` are injectable so tests can observe the
     back-off without waiting for it.
     """
 
@@ -524,7 +526,7 @@ class OpenAIModel:
         self.settings = settings
         self._sleep = sleep or anyio.sleep
         self._jitter = jitter
-        self._client: httpx.AsyncClient | None = None
+        self._client: aiohttp.ClientSession | None = None
         self._where = _display_url(settings.base_url)
         self._key = (settings.base_url, settings.model)
         self._encoder = RequestEncoder(settings)
@@ -558,13 +560,10 @@ class OpenAIModel:
         return _SERVER_INFO.setdefault(self._key, info)
 
     async def _ask_models(self) -> ServerInfo:
-        response = await self._http().get(f"{self.settings.base_url}/models")
-        try:
-            if response.status_code != 200:
+        async with self._http().get(f"{self.settings.base_url}/models", allow_redirects=False) as response:
+            if response.status != 200:
                 return ServerInfo()
-            document = orjson.loads(await response.aread())
-        finally:
-            await response.aclose()
+            document = orjson.loads(await response.read())
         return _models_info(document, self.settings.model)
 
     def _learn_window(self, window: int) -> None:
@@ -583,7 +582,7 @@ class OpenAIModel:
         """Close the HTTP connections (the model can still be used: a new client is made)."""
         client, self._client = self._client, None
         if client is not None:
-            await client.aclose()
+            await client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Send the request and yield its events (deltas as they come; tool calls, usage and
@@ -606,46 +605,62 @@ class OpenAIModel:
     async def _events(
         self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
     ) -> AsyncGenerator[ModelEvent, None]:
+        import aiohttp
+
         settings = self.settings
         deadline = anyio.current_time() + settings.request_timeout
         response = await self._send(body, notice)
-        chunks = response.aiter_bytes()
+        content = response.content
+        # Until the answer begins only the first-event timer runs (progress restarts it); from
+        # then on, the stall timer between bytes. One watchdog keeps all three timers.
+        watchdog = _Watchdog(content, deadline, settings.first_event_timeout, settings.stall_timeout)
         try:
             assembler = _Assembler(self.context_window, self._where)
             decoder = SSEDecoder()
             saw_done = False
-            # Until the answer begins only the first-event timer runs (progress restarts it);
-            # from then on, the stall timer between bytes.
-            begun = False
-            first_by = anyio.current_time() + settings.first_event_timeout
             while not saw_done:
-                data = await self._next_bytes(chunks, deadline, None if begun else first_by)
-                for payload in decoder.feed(data) if data is not None else decoder.close():
+                watchdog.wait()
+                try:
+                    data = await content.readany()
+                except _Timeout as timeout:
+                    raise ModelError(self._timed_out(timeout.why)) from None
+                except aiohttp.ClientError as error:
+                    raise ModelError(
+                        f"the connection to {self._where} dropped mid-response: {self._scrub(_reason(error))}"
+                    ) from None
+                watchdog.read()
+                for payload in decoder.feed(data) if data else decoder.close():
                     if payload.strip() == "[DONE]":
                         saw_done = True
                         break
                     document = self._json(payload)
-                    if not begun:
+                    if not watchdog.begun:
                         if isinstance(document, dict) and "prompt_progress" in document:
-                            first_by = anyio.current_time() + settings.first_event_timeout
+                            watchdog.progress()
                         else:
-                            begun = True
+                            watchdog.begin()
                     for event in assembler.feed(document):
                         yield event
-                if data is None:
+                if not data:
                     break
             for event in assembler.end(saw_done):
                 yield event
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                await _close_iterator(chunks)
-                await response.aclose()
+            watchdog.stop()
+            response.release()  # back to the pool when read to its end, else closed
+
+    def _timed_out(self, why: str) -> str:
+        if why == "deadline":
+            return f"the response from {self._where} took longer than {self.settings.request_timeout:g} s"
+        if why == "first":
+            return self._no_answer()
+        return f"the API at {self._where} stopped streaming: nothing for {self.settings.stall_timeout:g} s"
 
     # -- HTTP ---------------------------------------------------------------------------------
 
-    def _http(self) -> httpx.AsyncClient:
+    def _http(self) -> aiohttp.ClientSession:
         if self._client is None:
-            import httpx
+            import aiohttp
 
             settings = self.settings
             headers = {
@@ -657,24 +672,23 @@ class OpenAIModel:
             }
             if settings.api_key:
                 headers["Authorization"] = f"Bearer {settings.api_key}"
-            # The read timeout is only a backstop: the first-event and stall timers are ours.
-            wait = max(settings.stall_timeout, settings.first_event_timeout)
-            self._client = httpx.AsyncClient(
+            tls = _tls_context() if settings.base_url.startswith("https:") else None
+            self._client = aiohttp.ClientSession(
                 headers=headers,
-                timeout=httpx.Timeout(
-                    connect=settings.connect_timeout,
-                    read=wait,
-                    write=settings.stall_timeout,
-                    pool=settings.connect_timeout,
-                ),
-                follow_redirects=False,
+                # Only the connection is bounded here: the first-event, stall and request timers
+                # are ours (see _Watchdog).
+                timeout=aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout),
+                connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True),
+                # Proxies from HTTP(S)_PROXY / NO_PROXY and credentials from .netrc, as the
+                # environment says (what curl and httpx do).
+                trust_env=True,
             )
         return self._client
 
     async def _send(
         self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
-    ) -> httpx.Response:
-        import httpx
+    ) -> aiohttp.ClientResponse:
+        import aiohttp
 
         settings = self.settings
         client = self._http()
@@ -687,31 +701,29 @@ class OpenAIModel:
             rate_limited = False
             try:
                 with anyio.fail_after(settings.first_event_timeout):
-                    response = await client.send(client.build_request("POST", url, content=body), stream=True)
-            except TimeoutError:
-                raise ModelError(self._no_answer()) from None
-            except httpx.ConnectTimeout:
+                    response = await client.post(url, data=body, allow_redirects=False)
+            except aiohttp.ConnectionTimeoutError:
                 raise ModelError(
                     f"cannot connect to {self._where}: no answer within {settings.connect_timeout:g} s"
                 ) from None
-            except httpx.TimeoutException:
+            except TimeoutError:
                 raise ModelError(self._no_answer()) from None
-            except httpx.ConnectError as error:
+            except aiohttp.ClientConnectorError as error:
                 raise ModelError(f"cannot connect to {self._where}: {self._scrub(_reason(error))}") from None
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as error:
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as error:
                 # Often a pooled connection the server had closed: worth another try.
                 failure = f"the connection to {self._where} was lost before the answer ({_reason(error)})"
-            except httpx.HTTPError as error:
+            except aiohttp.ClientError as error:
                 raise ModelError(
                     f"the request to {self._where} failed: {self._scrub(_reason(error))}"
                 ) from None
             else:
-                status = response.status_code
+                status = response.status
                 if status == 200:
-                    if _content_type(response) not in ("text/event-stream", ""):
-                        await response.aclose()
+                    if _content_type(response.headers) not in ("text/event-stream", ""):
+                        response.close()
                         raise ModelError(
-                            f"the API at {self._where} answered with {_content_type(response)},"
+                            f"the API at {self._where} answered with {_content_type(response.headers)},"
                             " not an event stream"
                         )
                     return response
@@ -756,34 +768,6 @@ class OpenAIModel:
             " (a local server may still be reading a long prompt: raise first_event_timeout)"
         )
 
-    async def _next_bytes(
-        self, chunks: AsyncIterator[bytes], deadline: float, first_by: float | None
-    ) -> bytes | None:
-        import httpx
-
-        stall = self.settings.stall_timeout
-        now = anyio.current_time()
-        limit = first_by if first_by is not None else now + stall
-        budget = min(limit, deadline) - now
-        with anyio.move_on_after(max(budget, 0)):
-            try:
-                return await chunks.__anext__()
-            except StopAsyncIteration:
-                return None
-            except httpx.TimeoutException:
-                pass  # the socket read timed out first: the same stall
-            except httpx.HTTPError as error:
-                raise ModelError(
-                    f"the connection to {self._where} dropped mid-response: {self._scrub(_reason(error))}"
-                ) from None
-        if anyio.current_time() >= deadline:
-            raise ModelError(
-                f"the response from {self._where} took longer than {self.settings.request_timeout:g} s"
-            )
-        if first_by is not None:
-            raise ModelError(self._no_answer())
-        raise ModelError(f"the API at {self._where} stopped streaming: nothing for {stall:g} s")
-
     def _json(self, payload: str) -> Any:
         try:
             return orjson.loads(payload)
@@ -795,26 +779,26 @@ class OpenAIModel:
                 )
             ) from None
 
-    async def _error_detail(self, response: httpx.Response) -> tuple[str, Any]:
+    async def _error_detail(self, response: aiohttp.ClientResponse) -> tuple[str, Any]:
         body = bytearray()
         try:
             with anyio.move_on_after(self.settings.stall_timeout):
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) >= _MAX_ERROR_BODY:
+                while len(body) < _MAX_ERROR_BODY:
+                    chunk = await response.content.readany()
+                    if not chunk:
                         break
+                    body += chunk
         except Exception:  # the status line is what matters; a broken body does not
             _log.debug("could not read the error body", exc_info=False)
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                await response.aclose()
+            response.release()
         document: Any = None
         try:
             document = orjson.loads(bytes(body))
             detail = _detail(document)
         except orjson.JSONDecodeError:
             detail = bytes(body).decode("utf-8", errors="replace")
-        return self._scrub(_one_line(detail or response.reason_phrase or "")), document
+        return self._scrub(_one_line(detail or response.reason or "")), document
 
     def _auth_message(self, status: int, detail: str) -> str:
         settings = self.settings
@@ -835,13 +819,101 @@ class OpenAIModel:
         return text.replace(key, "[redacted]") if key else text
 
 
-async def _close_iterator(iterator: AsyncIterator[bytes]) -> None:
-    aclose = getattr(iterator, "aclose", None)  # httpx's is an async generator
-    if aclose is not None:
-        try:
-            await aclose()
-        except Exception:  # it was broken by the very failure that brought us here
-            _log.debug("closing the byte stream failed", exc_info=True)
+class _Timeout(Exception):
+    """Set on the response's byte stream by the watchdog: the read that waits for it ends."""
+
+    def __init__(self, why: Why) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+Why = Literal["first", "stall", "deadline"]
+
+
+class _Watchdog:
+    """The timers of one response, kept by one event-loop callback instead of a timeout scope
+    per read: a read costs a clock reading, and the callback wakes about once per stall period
+    (the times only move later, except at ``begin``, which sets the callback again).
+
+    Before the answer begins, the first-event timer (restarted by progress events); then the
+    stall timer, counted from the start of each read (the time the consumer takes between
+    reads is not the server's silence); always the whole request's deadline. When one runs out
+    during a read, the reader gets ``_Timeout``: a stream exception, so nothing is cancelled
+    (between reads the generator may be suspended at a ``yield``, and its consumer's awaits
+    are not ours to cut).
+    """
+
+    def __init__(self, content: aiohttp.StreamReader, deadline: float, first: float, stall: float) -> None:
+        import asyncio
+
+        self._loop = loop = asyncio.get_running_loop()
+        self._content = content
+        self._deadline = deadline
+        self._first = first
+        self._stall = stall
+        self.begun = False
+        self.reading = False
+        self._last = loop.time()
+        self._first_by = self._last + first
+        self._handle: asyncio.TimerHandle | None = loop.call_at(self._due()[0], self._check)
+
+    def wait(self) -> None:
+        """A read begins: the stall timer counts from now."""
+        self.reading = True
+        self._last = self._loop.time()
+
+    def read(self) -> None:
+        self.reading = False
+
+    def progress(self) -> None:
+        self._first_by = self._loop.time() + self._first
+
+    def begin(self) -> None:
+        """The answer began: from now on the stall timer (sooner than the first-event one)."""
+        self.begun = True
+        self.stop()
+        self._handle = self._loop.call_at(self._due()[0], self._check)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _due(self) -> tuple[float, Why]:
+        why: Why
+        if self.begun:
+            limit, why = self._last + self._stall, "stall"
+        else:
+            limit, why = self._first_by, "first"
+        if self._deadline <= limit:
+            return self._deadline, "deadline"
+        return limit, why
+
+    def _check(self) -> None:
+        due, why = self._due()
+        now = self._loop.time()
+        if not self.reading:
+            due = max(due, now + self._stall)  # the next read restarts the count anyway
+        elif now >= due:
+            self._handle = None
+            self._content.set_exception(_Timeout(why))
+            return
+        self._handle = self._loop.call_at(due, self._check)
+
+
+def _tls_context() -> ssl.SSLContext:
+    """The certificates httpx and requests trust: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set,
+    else the certifi bundle (the same on every platform, whatever the system store holds)."""
+    import os
+    import ssl
+
+    if os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+    if os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _http_failure(where: str, status: int, detail: str, model: str) -> str:
@@ -933,12 +1005,12 @@ def _reason(error: BaseException) -> str:
     return _one_line(str(error)) or type(error).__name__
 
 
-def _content_type(response: httpx.Response) -> str:
-    value: str = response.headers.get("content-type", "")
+def _content_type(headers: Mapping[str, str]) -> str:
+    value = headers.get("content-type", "")
     return value.split(";")[0].strip().lower()
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` in seconds or as
     an HTTP date), or ``None``."""
     milliseconds = headers.get("retry-after-ms")

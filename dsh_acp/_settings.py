@@ -1,7 +1,7 @@
 """Which model to talk to, where, and with which key: resolved from CLI flags, the environment and
 the user's config file, in that order.
 
-Kept cheap to import (no httpx, no pydantic): the CLI resolves settings before ``initialize`` is
+Kept cheap to import (no HTTP client, no pydantic): the CLI resolves settings before ``initialize`` is
 answered, and sessions re-resolve them so that a key stored by ``dsh-acp login`` while the agent
 runs is picked up by the next session.
 
@@ -450,7 +450,7 @@ def auth_methods(*, terminal_login: bool) -> list[dict[str, Any]]:
 
 
 def build_openai_model(settings: ModelSettings) -> OpenAIModel:
-    """An ``OpenAIModel`` for these settings (cheap: httpx loads at the first request)."""
+    """An ``OpenAIModel`` for these settings (cheap: aiohttp loads at the first request)."""
     from ._openai import OpenAIModel
 
     return OpenAIModel(settings)

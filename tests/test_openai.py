@@ -153,6 +153,23 @@ async def test_request_line_headers_and_body() -> None:
     }
 
 
+async def test_the_proxy_of_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fake stands in for the proxy: a proxied request names the whole URL on its request line.
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with FakeOpenAI([stream_reply(chunk("ok", finish="stop"))]) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        model = OpenAIModel(settings_for(proxy, base_url="http://models.example:8000/v1"))
+        try:
+            events = await collect(model)
+        finally:
+            await model.aclose()
+    assert events == [TextDelta("ok"), Finish("stop")]
+    [sent] = proxy.requests
+    assert (sent.method, sent.path) == ("POST", "http://models.example:8000/v1/chat/completions")
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+
+
 async def test_no_key_sends_no_authorization_header() -> None:
     async with FakeOpenAI([stream_reply(chunk("ok", finish="stop"))]) as server:
         model = OpenAIModel(settings_for(server, api_key=None))
@@ -220,7 +237,7 @@ async def test_one_client_per_model_and_aclose() -> None:
         await collect(model)
         assert model._client is client is not None
         await model.aclose()
-        assert client.is_closed
+        assert client.closed
         assert model._client is None
         await model.aclose()  # twice is fine
 
@@ -720,8 +737,8 @@ async def test_the_key_never_appears_in_errors_or_logs(caplog: pytest.LogCapture
     assert KEY not in repr(settings_for(server))
 
 
-def test_importing_the_module_does_not_import_httpx() -> None:
-    code = "import sys, dsh_acp._openai, dsh_acp._settings; assert 'httpx' not in sys.modules, 'httpx'"
+def test_importing_the_module_does_not_import_the_http_client() -> None:
+    code = "import sys, dsh_acp._openai, dsh_acp._settings; assert 'aiohttp' not in sys.modules, 'aiohttp'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 

@@ -21,6 +21,7 @@ NOT_BEFORE_INITIALIZE = (
     "pydantic_core",
     "dsh_tools",
     "reference_tools",
+    "aiohttp",
     "httpx",
     "mcp",
     "rich",
