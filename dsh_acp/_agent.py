@@ -1,9 +1,9 @@
 """The ACP agent's front door: method routing, and ``initialize`` answered on the light path.
 
 An editor waits for ``initialize`` before it shows anything, so answering it must not wait for
-pydantic, the tools or the model: this module imports none of them. Everything else is
-delegated to ``_protocol.Protocol``, imported on first use (and warmed up on the loop right
-after ``initialize`` so that ``session/new`` does not pay for it either).
+pydantic, the tools or the model: this module imports none of them. Every other method is
+delegated to ``_session_methods.SessionMethods``, imported on first use (and warmed up on the
+loop right after ``initialize`` so that ``session/new`` does not pay for it either).
 """
 
 from __future__ import annotations
@@ -21,32 +21,14 @@ from ._config import VERSION, AgentConfig
 from ._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, Reply, RequestId, RpcError
 
 if TYPE_CHECKING:
-    from ._protocol import Protocol
+    from ._session_methods import SessionMethods
 
-__all__ = ["AGENT_METHODS", "PROTOCOL_VERSION", "Agent"]
+__all__ = ["PROTOCOL_VERSION", "Agent"]
 
 PROTOCOL_VERSION = 1
 """The newest (and only) ACP version this agent speaks."""
 
 _log = logging.getLogger("dsh_acp.agent")
-
-_SESSION_METHODS = frozenset(
-    {
-        "authenticate",
-        "session/new",
-        "session/load",
-        "session/resume",
-        "session/list",
-        "session/prompt",
-        "session/close",
-        "session/delete",
-        "logout",
-        "session/set_mode",
-        "session/set_config_option",
-    }
-)
-AGENT_METHODS = frozenset({"initialize", *_SESSION_METHODS})
-"""Every ACP method the agent answers (the fuzzer draws from these)."""
 
 
 class Agent:
@@ -58,7 +40,7 @@ class Agent:
         self.profile = ClientProfile()
         """What the client can show, read from ``initialize``."""
         self._connection: Connection | None = None
-        self._protocol: Protocol | None = None
+        self._methods: SessionMethods | None = None
         self._warmed = False
 
     def attach(self, connection: Connection) -> None:
@@ -66,38 +48,33 @@ class Agent:
         self._connection = connection
 
     @property
-    def protocol(self) -> Protocol:
-        """The session half of the agent, built on first use."""
-        if self._protocol is None:
-            from ._protocol import Protocol
+    def methods(self) -> SessionMethods:
+        """The handlers of every method but ``initialize``, built on first use."""
+        if self._methods is None:
+            from ._session_methods import SessionMethods
 
             assert self._connection is not None, "attach() a connection first"
-            self._protocol = Protocol(
-                self.config,
-                self._connection,
-                self.background,
-                profile=self.profile,
-            )
-        return self._protocol
+            self._methods = SessionMethods(self.config, self._connection, self.background, self.profile)
+        return self._methods
 
     # -- Dispatcher -------------------------------------------------------------------------
 
     def on_request(self, method: str, params: Any, request_id: RequestId) -> Awaitable[Any]:
         if method == "initialize":
             return _ready(Reply(self._initialize(params), self._warm_up))
-        if method in _SESSION_METHODS:
-            return self.protocol.on_request(method, params)
-        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        if method.startswith("_"):  # an extension method we do not know: no need to load the rest
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        return self.methods.on_request(method, params)
 
     def on_notification(self, method: str, params: Any) -> Awaitable[None] | None:
         if method == "session/cancel":
-            self.protocol.cancel(params)
+            self.methods.cancel(params)
         return None  # unknown notifications (custom `_x` ones included) are ignored
 
     async def aclose(self) -> None:
         """Cancel every turn and release every session (stdin closed, or shutting down)."""
-        if self._protocol is not None:
-            await self._protocol.aclose()
+        if self._methods is not None:
+            await self._methods.aclose()
 
     # -- initialize ---------------------------------------------------------------------------
 
@@ -117,8 +94,8 @@ class Agent:
             )
         terminals = cast(TerminalsChoice, self.config.terminals)
         self.profile = client_profile(params.get("clientCapabilities"), params.get("clientInfo"), terminals)
-        if self._protocol is not None:
-            self._protocol.profile = self.profile
+        if self._methods is not None:
+            self._methods.profile = self.profile
         durable = self.config.state_dir is not None
         return {
             # We speak only version 1: an unknown (newer) version is answered with ours, never echoed.
@@ -158,11 +135,11 @@ class Agent:
         """Once ``initialize`` is answered, load what sessions need while the editor digests the
         answer (on the loop rather than in a thread: a thread costs memory and gains nothing
         here, the next request needs these modules anyway)."""
-        if self._protocol is not None or self._warmed:
+        if self._methods is not None or self._warmed:
             return
         self._warmed = True
         await anyio.lowlevel.checkpoint()  # let the answer reach the pipe first
-        for module in ("dsh_acp._protocol", *self.config.warm_imports):
+        for module in ("dsh_acp._session_methods", *self.config.warm_imports):
             try:
                 importlib.import_module(module)
             except Exception:  # the real import, on first use, reports it properly

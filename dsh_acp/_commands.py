@@ -13,6 +13,7 @@ __all__ = [
     "COMMANDS",
     "COMPACT_INSTRUCTION",
     "MODEL_COMMANDS",
+    "NO_MODEL_MESSAGE",
     "available_commands",
     "model_instruction",
     "parse_command",
@@ -27,6 +28,12 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "permissions": ("List the remembered approvals, or remove one", "remove N"),
     "tools": ("List the tools and what they do", None),
 }
+
+NO_MODEL_MESSAGE = (
+    "No model is configured, so I cannot answer yet. Start dsh-acp with `--model script:PATH` "
+    "(a scripted model, see the README) or `--model openai:<name>` with an API key."
+)
+"""What a prompt, or a command that needs the model, is answered with when there is none."""
 
 COMPACT_INSTRUCTION = (
     "Summarize our conversation so far for your own future reference: the user's goals, what was "

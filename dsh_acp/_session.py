@@ -15,7 +15,7 @@ from ._bridge import RenderContext
 from ._model import Message, Model, Usage
 from ._modes import PermissionState
 from ._store import SessionLog, StoreError
-from ._updates import SessionUpdate
+from ._updates import SessionUpdate, agent_message
 
 __all__ = ["Session", "SessionIO", "Turn"]
 
@@ -118,6 +118,14 @@ class Session:
     async def send(self, update: SessionUpdate) -> None:
         """Send one ``session/update`` of this session."""
         await self.io.notify("session/update", {"sessionId": self.session_id, "update": update})
+
+    async def say(self, text: str, message_id: str) -> None:
+        """An agent message outside the model (command answers, configuration hints), logged as
+        an aside: the model's conversation does not hold it."""
+        await self.send(agent_message(text, message_id))
+        self.record(
+            {"type": "assistant", "text": text, "text_id": message_id, "tool_calls": [], "aside": True}
+        )
 
     async def set_model(self, model: Model | None, model_id: str | None) -> None:
         """Switch models (the next model request uses the new one); the old one is closed."""

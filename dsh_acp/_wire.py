@@ -9,11 +9,14 @@ error) and strict where our behaviour depends on a value (absolute paths, non-em
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from dsh_tools import ContentBlock
+
+from ._connection import INVALID_PARAMS, RpcError
+from ._updates import invalid_params_data
 
 __all__ = [
     "AuthenticateParams",
@@ -29,6 +32,7 @@ __all__ = [
     "SetConfigOptionParams",
     "SetModeParams",
     "new_session_params",
+    "parse_params",
 ]
 
 
@@ -37,6 +41,8 @@ def _absolute(path: str) -> str:
         raise ValueError(f"must be an absolute path, not {path!r}")
     return os.path.normpath(path)
 
+
+_P = TypeVar("_P", bound=BaseModel)
 
 AbsolutePath = Annotated[str, AfterValidator(_absolute)]
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -127,3 +133,19 @@ class SetConfigOptionParams(_Params):
     session_id: NonEmpty = Field(alias="sessionId")
     config_id: NonEmpty = Field(alias="configId")
     value: str | bool
+
+
+def parse_params(model: type[_P], params: Any) -> _P:
+    """Parse a request's params at the boundary; a failure is -32602 with the field errors as data."""
+    try:
+        return model.model_validate(params if params is not None else {})
+    except ValidationError as error:
+        errors = error.errors(include_url=False, include_context=False, include_input=False)
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"]) or "params"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise RpcError(
+            INVALID_PARAMS,
+            f"Invalid params: {where}: {first['msg']}{more}",
+            invalid_params_data({"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors),
+        ) from None

@@ -26,7 +26,7 @@ NOT_BEFORE_INITIALIZE = (
     "mcp",
     "rich",
     "dsh_acp._model",
-    "dsh_acp._protocol",
+    "dsh_acp._session_methods",
     "dsh_acp._settings",
     "dsh_acp._store",
     "shutil",  # argparse imports it to measure the terminal: our formatter does not
@@ -105,7 +105,7 @@ def test_an_idle_session_builds_no_validator(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     loaded = set(result.stdout.split())
-    assert "dsh_acp._protocol" in loaded  # the session was made
+    assert "dsh_acp._session_methods" in loaded  # the session was made
     assert sorted({"importlib.metadata", "pydantic.plugin._loader"} & loaded) == []
 
 

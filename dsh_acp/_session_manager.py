@@ -1,0 +1,325 @@
+"""The sessions of one connection: made, restored from their logs, closed, deleted and listed.
+
+Owns what sessions share: the process-wide tool registry (each session layers its own on it), the
+session store and the project instructions.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from dsh_tools import Services, ToolRegistry
+
+from ._bridge import RenderContext
+from ._client_profile import ClientProfile
+from ._commands import available_commands
+from ._config import AgentConfig, ModelChoice
+from ._connection import AUTH_REQUIRED, INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
+from ._instructions import ProjectInstructions
+from ._modes import PermissionState, mode_gate
+from ._replay import restore_state
+from ._session import Session, SessionIO
+from ._store import LoadedSession, Redactor, SessionBusy, SessionStore
+from ._updates import agent_message, notice
+from ._wire import LoadSessionParams, NewSessionParams
+
+__all__ = ["SESSIONS_PAGE", "SessionManager", "not_found"]
+
+SESSIONS_PAGE = 50
+"""Sessions per ``session/list`` page."""
+
+
+def not_found(session_id: str) -> RpcError:
+    """The error for a session id this agent does not know."""
+    return RpcError(RESOURCE_NOT_FOUND, f'Resource not found: session "{session_id}"')
+
+
+class SessionManager:
+    """Every open session of one connection, and how sessions come and go."""
+
+    def __init__(
+        self, config: AgentConfig, io: SessionIO, background: TaskGroup, profile: ClientProfile
+    ) -> None:
+        self.config = config
+        self.io = io
+        self.background = background
+        self.profile = profile
+        """What the client can show, read from ``initialize`` (replaced if it initializes again)."""
+        self.sessions: dict[str, Session] = {}
+        self._state_dir = str(config.state_dir) if config.state_dir is not None else None
+        self.tools = ToolRegistry()
+        # The mode policy goes first so that it wraps every other policy (see _modes).
+        self.tools.on_pre_execute(mode_gate(self.tools))
+        for definition in config.tools() if config.tools else ():
+            self.tools.register(definition)
+        if config.configure_registry is not None:
+            config.configure_registry(self.tools)
+        self.store = (
+            SessionStore(config.state_dir, clock=config.clock, redact=Redactor(config.secrets))
+            if config.state_dir is not None
+            else None
+        )
+        self.instructions = ProjectInstructions(config.instruction_files)
+
+    def get(self, session_id: str) -> Session:
+        """The open session of this id, or the not-found error."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise not_found(session_id)
+        return session
+
+    def is_open(self, session: Session) -> bool:
+        """Whether the session is still open here (not closed while something ran after it)."""
+        return self.sessions.get(session.session_id) is session
+
+    def choice(self, model_id: str | None) -> ModelChoice | None:
+        """The configured model of this id, or the default one."""
+        models = self.config.models
+        return next((m for m in models if m.id == model_id), models[0] if models else None)
+
+    def require_key(self) -> None:
+        """Authentication required (-32000) while the configured API has no key: editors then
+        offer the advertised auth methods."""
+        source = self.config.model_source
+        if source is None:
+            return
+        problem = source.missing_key()
+        if problem is not None:
+            raise RpcError(AUTH_REQUIRED, problem)
+        if self.store is not None:  # the key may have been stored since start-up: never log it
+            from ._settings import SettingsError
+
+            try:
+                settings = source.settings()
+            except SettingsError:
+                return
+            self.store.redact.add(settings.api_key if settings else None)
+
+    # -- making one ---------------------------------------------------------------------------
+
+    def _make(self, session_id: str, parsed: NewSessionParams) -> Session:
+        profile = self.profile
+        permissions = PermissionState(mode=self.config.default_mode)
+        if self._state_dir is not None:
+            permissions.project_of = (self._state_dir, parsed.cwd)
+        choice = self.choice(None)
+        session = Session(
+            session_id=session_id,
+            cwd=sys.intern(parsed.cwd),  # sessions of one project share the string
+            model=choice.build() if choice else None,
+            model_id=choice.id if choice else None,
+            registry=self.tools.layer(),
+            services=Services(permissions),
+            render=RenderContext.for_profile(parsed.cwd, profile),
+            io=self.io,
+            additional_directories=tuple(parsed.additional_directories),
+            mcp_servers=list(parsed.mcp_servers),
+            permissions=permissions,
+        )
+        session.services.add(session.registry, as_type=ToolRegistry)  # what the mode policy looks up
+        self._add_client_services(session)
+        return session
+
+    def _add_client_services(self, session: Session) -> None:
+        """What the session's tools reach through the client, for what this client offers."""
+        profile, session_id, request = self.profile, session.session_id, self.io.request
+        if self.config.ask_user is not None and profile.questions:  # a tool that cannot work is never offered
+            ask_tool = self.config.ask_user()
+            if self.tools.get(ask_tool.name) is None:
+                from dsh_tools.questions import UserQuestions
+
+                from ._elicitation import ClientQuestions
+
+                session.registry.register(ask_tool)
+                session.services.add(ClientQuestions(request, session_id), as_type=UserQuestions)
+        if profile.client_terminals:
+            from dsh_tools.terminals import TerminalHost
+
+            from ._client_terminals import ClientTerminals
+
+            session.services.add(ClientTerminals(request, session_id), as_type=TerminalHost)
+        can_read, can_write = profile.can_read, profile.can_write
+        if (can_read or can_write) and not self.config.force_local_fs:
+            from dsh_tools.filesystem import FileSystem
+
+            from ._client_fs import ClientFileSystem
+
+            client_fs = ClientFileSystem(request, session_id, can_read=can_read, can_write=can_write)
+            session.services.add(client_fs, as_type=FileSystem)
+
+    async def _connect_mcp(self, session: Session) -> list[str]:
+        """Start the session's MCP servers and register their tools in its layer; one line per
+        server that failed (the session goes on without its tools)."""
+        if not session.mcp_servers:
+            return []
+        from ._mcp import connect_servers
+
+        connections, failures = await connect_servers(
+            session.mcp_servers, session.registry, task_group=self.background, cwd=session.cwd
+        )
+        session.services.add(connections)  # closed with the session
+        return failures
+
+    async def create(self, parsed: NewSessionParams) -> tuple[Session, list[str]]:
+        """A new session, open and logged, and the MCP servers that failed to start."""
+        self.require_key()
+        session = self._make(self.config.session_ids(), parsed)
+        try:
+            failures = await self._connect_mcp(session)
+            if self.store is not None:
+                directories = list(session.additional_directories)
+                session.log = self.store.create(session.session_id, session.cwd, directories)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await session.aclose()
+            raise
+        self.sessions[session.session_id] = session
+        return session, failures
+
+    async def restore(self, parsed: LoadSessionParams) -> tuple[Session, LoadedSession, list[str]]:
+        """A stored session reopened (or the one already open here), what its log holds, and the
+        MCP servers that failed to start (a session already open keeps its servers)."""
+        assert self.store is not None
+        self.require_key()
+        try:
+            loaded = self.store.load(parsed.session_id)
+        except KeyError:
+            raise not_found(parsed.session_id) from None
+        except ValueError as error:
+            raise RpcError(INTERNAL_ERROR, str(error)) from None
+        session = self.sessions.get(parsed.session_id)
+        if session is not None:
+            return session, loaded, []
+        session = self._make(parsed.session_id, parsed)
+        try:
+            session.log = self.store.open(parsed.session_id)
+        except SessionBusy as error:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {error}") from None
+        self._restore_state(session, loaded)
+        try:
+            failures = await self._connect_mcp(session)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await session.aclose()
+            raise
+        self.sessions[session.session_id] = session
+        return session, loaded, failures
+
+    def _restore_state(self, session: Session, loaded: LoadedSession) -> None:
+        restored = restore_state(loaded.events)
+        session.history = restored.history
+        if restored.mode is not None:
+            session.permissions.mode = restored.mode
+        session.permissions.allow.update(restored.permissions.allow)
+        session.permissions.reject.update(restored.permissions.reject)
+        session.title = restored.title
+        session.prompts = restored.prompts
+        session.show_reasoning = restored.show_reasoning
+        session.effort = restored.effort
+        if restored.cost is not None:
+            from decimal import Decimal
+
+            session.cost = Decimal(restored.cost)
+        if restored.model_id is not None and restored.model_id != session.model_id:
+            choice = self.choice(restored.model_id)
+            if choice is not None and choice.id == restored.model_id:
+                session.model, session.model_id = choice.build(), choice.id
+
+    def after_answer(
+        self, session: Session, failures: Sequence[str], skipped: Sequence[str] = ()
+    ) -> Callable[[], Awaitable[None]]:
+        """What follows a session's answer: its commands, why any MCP server is missing, and which
+        lines of its log could not be read (told, not logged: the next load tells it again)."""
+
+        async def send() -> None:
+            await session.send(available_commands())
+            if failures and session.render.notices:
+                for failure in failures:
+                    title, _, detail = failure.partition(": ")
+                    await session.send(notice("warning", title, detail))
+            elif failures:
+                await session.say("\n".join(failures), self.config.message_ids())
+            if skipped:
+                text = f"The session log had lines that could not be read, skipped: {', '.join(skipped)}."
+                if session.render.notices:
+                    await session.send(notice("warning", "Session log damaged", text))
+                    return
+                await session.send(agent_message(text, self.config.message_ids()))
+
+        return send
+
+    # -- ending one ---------------------------------------------------------------------------
+
+    async def close(self, session_id: str) -> None:
+        """Cancel the session's turns (each prompt answers ``cancelled`` first), then release it."""
+        session = self.get(session_id)
+        turns = [*([session.turn] if session.turn is not None else []), *session.queue]
+        session.cancel_turns()
+        with anyio.fail_after(10):
+            for turn in turns:
+                await turn.done.wait()
+        self.sessions.pop(session_id, None)
+        await session.aclose()
+
+    async def delete(self, session_id: str) -> None:
+        """Close the session if it is open here, then remove its log."""
+        assert self.store is not None
+        if session_id in self.sessions:
+            await self.close(session_id)
+        try:
+            self.store.delete(session_id)
+        except KeyError:
+            raise not_found(session_id) from None
+        except SessionBusy as error:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: {error}") from None
+
+    def cancel(self, session_id: str) -> None:
+        """Stop the session's running turn and drop its queued prompts; unknown ids are ignored."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.cancel_turns()
+
+    async def aclose(self) -> None:
+        """Cancel every turn and close every session (at once: each may wait for its servers)."""
+        sessions = list(self.sessions.values())
+        self.sessions.clear()
+        async with anyio.create_task_group() as group:
+            for session in sessions:
+                group.start_soon(session.aclose)
+        if self.store is not None:
+            self.store.close()
+
+    # -- listing ------------------------------------------------------------------------------
+
+    def page(self, cwd: str | None, cursor: str | None) -> dict[str, Any]:
+        """One page of the stored sessions (of ``cwd`` if given), newest first, from ``cursor``."""
+        assert self.store is not None
+        stored = self.store.list(cwd)
+        start = 0
+        if cursor:
+            try:
+                start = int(cursor)
+            except ValueError:
+                raise RpcError(
+                    INVALID_PARAMS, f"Invalid params: cursor {cursor!r} is not one we gave"
+                ) from None
+        answer: dict[str, Any] = {
+            "sessions": [
+                {
+                    "sessionId": s.session_id,
+                    "cwd": s.cwd,
+                    "additionalDirectories": s.additional_directories,
+                    "title": s.title,
+                    "updatedAt": s.updated_at,
+                }
+                for s in stored[start : start + SESSIONS_PAGE]
+            ]
+        }
+        if start + SESSIONS_PAGE < len(stored):
+            answer["nextCursor"] = str(start + SESSIONS_PAGE)
+        return answer
