@@ -4,92 +4,193 @@ Tools are defined with ``define_tool`` (typed, validated arguments), registered 
 ``ToolRegistry`` and executed through validate → pre-execute gate → dispatch → post-execute.
 Each tool describes how its calls look in a UI with card-tagged render intents (views). Nothing
 here knows ACP, JSON-RPC or stdio.
+
+The names load on first use (each from the module that holds it), so that importing one piece
+does not import the rest: the registry and the execution types work without pydantic, which the
+content blocks, the views and ``define_tool`` need.
 """
 
-from ._catalog import tools_markdown
-from ._content import (
-    Annotations,
-    AudioBlock,
-    BlobResource,
-    ContentBlock,
-    EmbeddedResourceBlock,
-    ImageBlock,
-    ResourceLinkBlock,
-    TextBlock,
-    TextResource,
-    text,
-)
-from ._definition import ExecuteReturn, ToolDefinition, ToolOutput, ToolSchema, define_tool
-from ._errors import (
-    DuplicateToolError,
-    HarnessError,
-    ToolArgsError,
-    ToolDefinitionError,
-    ToolDeniedError,
-    ToolError,
-    ToolMetaError,
-    ToolNotFoundError,
-)
-from ._execution import (
-    Accept,
-    Allow,
-    ApprovalSubject,
-    Approver,
-    Ask,
-    Block,
-    CommandSubject,
-    Deny,
-    DispatchObserver,
-    PathSubject,
-    PostToolDecision,
-    PreToolDecision,
-    ProgressEvent,
-    ProgressSink,
-    Services,
-    TerminalAttached,
-    TerminalOutput,
-    ToolErrorInfo,
-    ToolExecution,
-    ToolExecutionResult,
-    ToolResult,
-)
-from ._pipes import widen_pipe
-from ._registry import (
-    ChangeListener,
-    Disposer,
-    PostExecuteListener,
-    PostNext,
-    PreExecuteListener,
-    PreNext,
-    ToolChange,
-    ToolRegistry,
-)
-from ._schema import (
-    SchemaProp,
-    SchemaSpec,
-    SchemaType,
-    check_schema_spec,
-    schema_spec_to_json_schema,
-    validate_args,
-)
-from ._secrets import is_secret_name, is_secret_variable, redact_secret_shapes, secret_values, without_secrets
-from ._text import bound_text, json_safe, shown_bytes, shown_text
-from ._views import (
-    TOOL_KINDS,
-    DiffCallView,
-    DiffResultView,
-    FileDiff,
-    GenericCallView,
-    GenericResultView,
-    Location,
-    PlanEntry,
-    PlanView,
-    TerminalCallView,
-    TerminalResultView,
-    ToolCallView,
-    ToolKind,
-    ToolResultView,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._catalog import tools_markdown
+    from ._content import (
+        Annotations,
+        AudioBlock,
+        BlobResource,
+        ContentBlock,
+        EmbeddedResourceBlock,
+        ImageBlock,
+        ResourceLinkBlock,
+        TextBlock,
+        TextResource,
+        text,
+    )
+    from ._definition import ExecuteReturn, ToolDefinition, ToolOutput, ToolSchema, define_tool
+    from ._errors import (
+        DuplicateToolError,
+        HarnessError,
+        ToolArgsError,
+        ToolDefinitionError,
+        ToolDeniedError,
+        ToolError,
+        ToolMetaError,
+        ToolNotFoundError,
+    )
+    from ._execution import (
+        Accept,
+        Allow,
+        ApprovalSubject,
+        Approver,
+        Ask,
+        Block,
+        CommandSubject,
+        Deny,
+        DispatchObserver,
+        PathSubject,
+        PostToolDecision,
+        PreToolDecision,
+        ProgressEvent,
+        ProgressSink,
+        Services,
+        TerminalAttached,
+        TerminalOutput,
+        ToolErrorInfo,
+        ToolExecution,
+        ToolExecutionResult,
+        ToolResult,
+    )
+    from ._kinds import TOOL_KINDS, ToolKind
+    from ._pipes import widen_pipe
+    from ._registry import (
+        ChangeListener,
+        Disposer,
+        PostExecuteListener,
+        PostNext,
+        PreExecuteListener,
+        PreNext,
+        ToolChange,
+        ToolRegistry,
+    )
+    from ._schema import (
+        SchemaProp,
+        SchemaSpec,
+        SchemaType,
+        check_schema_spec,
+        schema_spec_to_json_schema,
+        validate_args,
+    )
+    from ._secrets import (
+        is_secret_name,
+        is_secret_variable,
+        redact_secret_shapes,
+        secret_values,
+        without_secrets,
+    )
+    from ._text import bound_text, json_safe, shown_bytes, shown_text
+    from ._views import (
+        DiffCallView,
+        DiffResultView,
+        FileDiff,
+        GenericCallView,
+        GenericResultView,
+        Location,
+        PlanEntry,
+        PlanView,
+        TerminalCallView,
+        TerminalResultView,
+        ToolCallView,
+        ToolResultView,
+    )
+
+_HOME: dict[str, str] = {
+    "tools_markdown": "_catalog",
+    "Annotations": "_content",
+    "AudioBlock": "_content",
+    "BlobResource": "_content",
+    "ContentBlock": "_content",
+    "EmbeddedResourceBlock": "_content",
+    "ImageBlock": "_content",
+    "ResourceLinkBlock": "_content",
+    "TextBlock": "_content",
+    "TextResource": "_content",
+    "text": "_content",
+    "ExecuteReturn": "_definition",
+    "ToolDefinition": "_definition",
+    "ToolOutput": "_definition",
+    "ToolSchema": "_definition",
+    "define_tool": "_definition",
+    "DuplicateToolError": "_errors",
+    "HarnessError": "_errors",
+    "ToolArgsError": "_errors",
+    "ToolDefinitionError": "_errors",
+    "ToolDeniedError": "_errors",
+    "ToolError": "_errors",
+    "ToolMetaError": "_errors",
+    "ToolNotFoundError": "_errors",
+    "Accept": "_execution",
+    "Allow": "_execution",
+    "ApprovalSubject": "_execution",
+    "Approver": "_execution",
+    "Ask": "_execution",
+    "Block": "_execution",
+    "CommandSubject": "_execution",
+    "Deny": "_execution",
+    "DispatchObserver": "_execution",
+    "PathSubject": "_execution",
+    "PostToolDecision": "_execution",
+    "PreToolDecision": "_execution",
+    "ProgressEvent": "_execution",
+    "ProgressSink": "_execution",
+    "Services": "_execution",
+    "TerminalAttached": "_execution",
+    "TerminalOutput": "_execution",
+    "ToolErrorInfo": "_execution",
+    "ToolExecution": "_execution",
+    "ToolExecutionResult": "_execution",
+    "ToolResult": "_execution",
+    "widen_pipe": "_pipes",
+    "ChangeListener": "_registry",
+    "Disposer": "_registry",
+    "PostExecuteListener": "_registry",
+    "PostNext": "_registry",
+    "PreExecuteListener": "_registry",
+    "PreNext": "_registry",
+    "ToolChange": "_registry",
+    "ToolRegistry": "_registry",
+    "SchemaProp": "_schema",
+    "SchemaSpec": "_schema",
+    "SchemaType": "_schema",
+    "check_schema_spec": "_schema",
+    "schema_spec_to_json_schema": "_schema",
+    "validate_args": "_schema",
+    "is_secret_name": "_secrets",
+    "is_secret_variable": "_secrets",
+    "redact_secret_shapes": "_secrets",
+    "secret_values": "_secrets",
+    "without_secrets": "_secrets",
+    "bound_text": "_text",
+    "json_safe": "_text",
+    "shown_bytes": "_text",
+    "shown_text": "_text",
+    "TOOL_KINDS": "_kinds",
+    "DiffCallView": "_views",
+    "DiffResultView": "_views",
+    "FileDiff": "_views",
+    "GenericCallView": "_views",
+    "GenericResultView": "_views",
+    "Location": "_views",
+    "PlanEntry": "_views",
+    "PlanView": "_views",
+    "TerminalCallView": "_views",
+    "TerminalResultView": "_views",
+    "ToolCallView": "_views",
+    "ToolKind": "_kinds",
+    "ToolResultView": "_views",
+}
 
 __all__ = [
     "TOOL_KINDS",
@@ -176,3 +277,16 @@ __all__ = [
     "widen_pipe",
     "without_secrets",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # the next look-up is a plain one
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -5,17 +5,21 @@ from __future__ import annotations
 import copy
 import logging
 import re
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, TypeVar, cast, overload
 
-from pydantic import BaseModel, ValidationError
-
-from ._content import ContentBlock
 from ._errors import ToolArgsError, ToolDefinitionError
 from ._execution import ApprovalSubject, ToolExecution, ToolResult
+from ._kinds import TOOL_KINDS, ToolKind
 from ._schema import SchemaSpec, check_schema_spec, schema_spec_to_json_schema, validate_args
-from ._views import TOOL_KINDS, ToolCallView, ToolKind, ToolResultView
+
+if TYPE_CHECKING:  # pydantic is imported only for a tool whose parameters are a pydantic model
+    from pydantic import BaseModel, ValidationError
+
+    from ._content import ContentBlock
+    from ._views import ToolCallView, ToolResultView
 
 __all__ = [
     "ExecuteReturn",
@@ -28,7 +32,7 @@ __all__ = [
 _log = logging.getLogger("dsh_tools")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 A = TypeVar("A")
 
 
@@ -47,7 +51,7 @@ class ToolOutput:
     and exit status in ``meta``); raise instead when there is nothing but an error message."""
 
 
-ExecuteReturn = Sequence[ContentBlock] | ToolOutput | str
+ExecuteReturn: TypeAlias = "Sequence[ContentBlock] | ToolOutput | str"
 """A list of content blocks, a ``ToolOutput``, or a plain string (one text block)."""
 
 
@@ -143,6 +147,8 @@ def _pydantic_violations(error: ValidationError) -> list[str]:
 
 
 def _model_parser(model: type[M]) -> Callable[[Any], M]:
+    from pydantic import ValidationError
+
     def parse(arguments: Any) -> M:
         if not isinstance(arguments, dict):
             raise ToolArgsError(['"arguments" must be an object'])
@@ -152,6 +158,13 @@ def _model_parser(model: type[M]) -> Callable[[Any], M]:
             raise ToolArgsError(_pydantic_violations(error)) from None
 
     return parse
+
+
+def _is_model(cls: type) -> TypeGuard[type[BaseModel]]:
+    """Whether ``cls`` is a pydantic model, without importing pydantic for a ``SchemaSpec`` tool
+    (a class cannot be a model unless pydantic is already loaded)."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and issubclass(cls, pydantic.BaseModel)
 
 
 def _spec_parser(spec: SchemaSpec) -> Callable[[Any], dict[str, Any]]:
@@ -266,18 +279,19 @@ def define_tool(
 
     parse: Callable[[Any], Any]
     json_schema: dict[str, Any] = {}
-    if isinstance(parameters, type) and issubclass(parameters, BaseModel):
+    if isinstance(parameters, type) and _is_model(parameters):
         try:
             json_schema = parameters.model_json_schema()
         except Exception as error:  # a model pydantic cannot express as JSON Schema
             problems.append(f"parameters model has no JSON Schema: {error}")
         parse = _model_parser(parameters)
     else:
-        spec_problems = check_schema_spec(parameters)
+        spec = cast("SchemaSpec", parameters)
+        spec_problems = check_schema_spec(spec)
         problems.extend(f"parameters: {problem}" for problem in spec_problems)
         if not spec_problems:
-            json_schema = schema_spec_to_json_schema(parameters)
-        parse = _spec_parser(parameters)
+            json_schema = schema_spec_to_json_schema(spec)
+        parse = _spec_parser(spec)
     if problems:
         raise ToolDefinitionError(str(name), problems)
 

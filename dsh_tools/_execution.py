@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ._content import ContentBlock
+if TYPE_CHECKING:  # pydantic models: the execution types themselves work without pydantic
+    from ._content import ContentBlock
 
 __all__ = [
     "Accept",

@@ -8,19 +8,10 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
-from pydantic import TypeAdapter
 
-from ._content import (
-    AudioBlock,
-    ContentBlock,
-    EmbeddedResourceBlock,
-    ImageBlock,
-    ResourceLinkBlock,
-    TextBlock,
-)
 from ._definition import ToolDefinition, ToolOutput, ToolSchema
 from ._errors import (
     DuplicateToolError,
@@ -42,6 +33,11 @@ from ._execution import (
     ToolExecutionResult,
 )
 from ._text import json_safe
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from ._content import ContentBlock
 
 __all__ = [
     "ChangeListener",
@@ -76,7 +72,13 @@ ChangeListener = Callable[[ToolChange], None]
 
 _ALLOW = Allow()
 _ACCEPT = Accept()
-_BLOCK_TYPES = (TextBlock, ImageBlock, AudioBlock, ResourceLinkBlock, EmbeddedResourceBlock)
+
+
+def _text_block(text: str) -> ContentBlock:
+    # The content models are pydantic's: loaded by the first result, not by a registry's creation.
+    from ._content import TextBlock
+
+    return TextBlock(text=text)
 
 
 class Disposer:
@@ -103,28 +105,34 @@ def _error_result(execution: ToolExecution, error: Exception) -> ToolExecutionRe
     if isinstance(error, HarnessError):
         return ToolExecutionResult(
             call_id=execution.call_id,
-            content=(TextBlock(text=f"Error: {error.message}"),),
+            content=(_text_block(f"Error: {error.message}"),),
             is_error=True,
             error=ToolErrorInfo(name=error.name, code=error.code),
         )
     detail = str(error)
     message = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
     return ToolExecutionResult(
-        call_id=execution.call_id, content=(TextBlock(text=f"Error: {message}"),), is_error=True
+        call_id=execution.call_id, content=(_text_block(f"Error: {message}"),), is_error=True
     )
 
 
 @functools.cache
 def _content_adapter() -> TypeAdapter[ContentBlock]:
     # Built on first use: building validators at import costs the editor's start-up wait.
+    from pydantic import TypeAdapter
+
+    from ._content import ContentBlock
+
     return TypeAdapter(ContentBlock)
 
 
 def _content_tuple(blocks: Iterable[Any]) -> tuple[ContentBlock, ...]:
     # Blocks a tool built itself are trusted; dicts (say, from an MCP server) are validated.
+    from ._content import AudioBlock, EmbeddedResourceBlock, ImageBlock, ResourceLinkBlock, TextBlock
+
+    kinds = (TextBlock, ImageBlock, AudioBlock, ResourceLinkBlock, EmbeddedResourceBlock)
     return tuple(
-        block if isinstance(block, _BLOCK_TYPES) else _content_adapter().validate_python(block)
-        for block in blocks
+        block if isinstance(block, kinds) else _content_adapter().validate_python(block) for block in blocks
     )
 
 
@@ -146,7 +154,7 @@ def _normalize(execution: ToolExecution, returned: Any) -> ToolExecutionResult:
         meta = None if returned.meta is None else _json_meta(execution, returned.meta)
         content = _content_tuple(returned.content)
     elif isinstance(returned, str):
-        content = (TextBlock(text=returned),)
+        content = (_text_block(returned),)
     elif isinstance(returned, list | tuple):
         content = _content_tuple(returned)
     else:
@@ -356,7 +364,7 @@ class ToolRegistry:
         if isinstance(decision, Block):
             return ToolExecutionResult(
                 call_id=result.call_id,
-                content=(TextBlock(text=decision.feedback),),
+                content=(_text_block(decision.feedback),),
                 is_error=True,
                 error=result.error,
                 additional_context=decision.additional_context,

@@ -6,11 +6,12 @@ A tool returns one of these from ``present_call`` / ``present_result``; a UI bri
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._content import ContentBlock
+from ._kinds import TOOL_KINDS, ToolKind
 
 __all__ = [
     "TOOL_KINDS",
@@ -28,13 +29,6 @@ __all__ = [
     "ToolKind",
     "ToolResultView",
 ]
-
-ToolKind = Literal[
-    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
-]
-"""What a tool does: picks a UI's icon, and is what policies (permission modes) key on."""
-
-TOOL_KINDS: tuple[ToolKind, ...] = get_args(ToolKind)
 
 _CONFIG = ConfigDict(frozen=True, defer_build=True, extra="forbid")
 

@@ -142,3 +142,23 @@ def test_the_plain_shapes_editors_send_take_the_light_path() -> None:
     assert (light.cwd, light.mcp_servers, light.additional_directories) == ("/x", [], ["//a/b"])
     assert new_session_params({"cwd": "/w", "_meta": {"x": 1}}) is not None
     assert new_session_params({"cwd": "/w", "mcpServers": [{"name": "a", "command": "b"}]}) is None
+
+
+def test_the_registry_and_plain_tools_need_no_pydantic() -> None:
+    """dsh_tools loads each name from its module on first use: a registry of ``SchemaSpec`` tools
+    (the reference tools' form) is made without pydantic, which only the content blocks and the
+    views need (the first result loads them)."""
+    program = (
+        "import sys\n"
+        "from dsh_tools import Services, ToolRegistry, define_tool\n"
+        "async def run(args, execution):\n"
+        "    return 'ok'\n"
+        "registry = ToolRegistry()\n"
+        "registry.register(define_tool(name='t', description='d', parameters={}, execute=run))\n"
+        "Services().add(registry)\n"
+        "print(registry.schemas()[0].name, 'pydantic' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.split() == ["t", "False"]
