@@ -152,6 +152,8 @@ class _Outgoing:
 
 _MISSING: Final[Any] = object()
 _NEWLINE: Final = 10  # b"\n"[0]
+# The unit of progress when finishing a line at shutdown (see Connection._finish_line).
+_FINISH_PIECE: Final = 64 * 1024
 
 
 class Connection:
@@ -175,7 +177,7 @@ class Connection:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         write_buffer_bytes: int = 256 * 1024,
         drain_timeout: float = 0.25,
-        finish_line_timeout: float = 0.5,
+        finish_line_timeout: float = 2.0,
         read_size: int = 256 * 1024,
     ) -> None:
         self._receive_stream = receive_stream
@@ -411,7 +413,10 @@ class Connection:
         data, unsent = self._sending, getattr(self._send_stream, "unsent", None)
         if data is not None and unsent is not None:  # the writer was stopped inside send()
             written = len(data) - len(unsent)
-            if written == 0 or data[written - 1] == _NEWLINE:
+            # Nothing of ``data`` written yet: the line is open only if a write from a loop callback
+            # (``_flush_now``) left part of it on the wire before ``data`` was queued.
+            line_open = data[written - 1] != _NEWLINE if written else self._line_open
+            if not line_open:
                 return b""
             rest = bytes(unsent)
         elif self._line_open and self._pending:
@@ -422,11 +427,20 @@ class Connection:
         return rest if end < 0 else rest[: end + 1]
 
     async def _finish_line(self, rest: bytes) -> None:
-        with anyio.move_on_after(self._finish_line_timeout):
-            try:
-                await self._send_stream.send(rest)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass  # the reader is gone: nobody will see the half line either
+        """Write the rest of a started line, giving up only on a reader that stopped reading.
+
+        The limit is on time without progress, not on the whole write: a slow but live reader (a busy
+        editor, a loaded machine) gets the line whole, while a reader that never reads again costs at
+        most ``finish_line_timeout`` seconds of shutdown.
+        """
+        try:
+            for start in range(0, len(rest), _FINISH_PIECE):
+                with anyio.move_on_after(self._finish_line_timeout) as stalled:
+                    await self._send_stream.send(rest[start : start + _FINISH_PIECE])
+                if stalled.cancelled_caught:
+                    return
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # the reader is gone: nobody will see the half line either
 
     def close(self) -> None:
         """Stop at once: cancel handlers and the writer, and make ``serve()`` return."""

@@ -332,7 +332,8 @@ def _big_session(state: Path, cwd: Path, events: int, text_bytes: int) -> str:
     return "big"
 
 
-@pytest.mark.parametrize("reader_delay", [0.0, 0.4])
+# 1.0 s: slower than the old whole-line limit (0.5 s), which cut the line on a loaded machine.
+@pytest.mark.parametrize("reader_delay", [0.0, 0.4, 1.0])
 async def test_eof_during_a_large_replay_never_cuts_a_line(
     acp_schema: AcpSchema, tmp_path: Path, reader_delay: float
 ) -> None:
@@ -365,3 +366,28 @@ async def test_eof_during_a_large_replay_never_cuts_a_line(
     for line in bytes(rest).splitlines():
         message = orjson.loads(line)
         acp_schema.validate_agent_message(message, None if "method" in message else "session/load")
+
+
+async def test_eof_with_a_reader_that_never_reads_again_still_exits(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    """The editor hangs up mid-replay and stops reading: finishing the line must not hang shutdown."""
+    sid = _big_session(tmp_path / "state", tmp_path, events=200, text_bytes=20_000)
+    process = await anyio.open_process(
+        [sys.executable, "-m", "dsh_acp", "--state-dir", str(tmp_path / "state")], stderr=None
+    )
+    async with process:
+        wire = Wire(process, acp_schema)
+        await wire.send(INIT)
+        assert (await wire.line())["id"] == "probe"
+        await wire.request(1, "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        assert process.stdout is not None
+        assert process.stdin is not None
+        while wire.buffer.count(b"\n") < 20:
+            wire.buffer += await process.stdout.receive()
+        await process.stdin.aclose()
+        started = time.monotonic()
+        with anyio.fail_after(15):
+            assert await process.wait() == 0
+        # The drain limit plus one no-progress limit, with room for a loaded machine.
+        assert time.monotonic() - started < 8.0
