@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 
 from ._client_profile import ClientProfile, TerminalsChoice, client_profile
 from ._config import VERSION, AgentConfig
-from ._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, Reply, RequestId, RpcError
+from ._connection import METHOD_NOT_FOUND, Connection, Reply, RequestId, RpcError, invalid_params
 
 if TYPE_CHECKING:
     from ._session_methods import SessionMethods
@@ -80,18 +80,14 @@ class Agent:
 
     def _initialize(self, params: Any) -> dict[str, Any]:
         if not isinstance(params, dict):
-            raise RpcError(INVALID_PARAMS, "Invalid params: initialize takes an object")
+            raise invalid_params("initialize takes an object", kind="dict_type")
         version = params.get("protocolVersion")
         if type(version) is str:
             # A version that is not a number (some clients send "1", or a date) is version 0, the
             # Rust reference library's rule: we answer with ours and the client decides.
             version = 0
         if type(version) is not int or not 0 <= version <= 65535:
-            raise RpcError(
-                INVALID_PARAMS,
-                "Invalid params: protocolVersion must be an integer from 0 to 65535",
-                {"errors": [{"loc": ["protocolVersion"], "msg": "expected an integer 0-65535"}]},
-            )
+            raise invalid_params("protocolVersion must be an integer from 0 to 65535", "protocolVersion")
         terminals = cast(TerminalsChoice, self.config.terminals)
         self.profile = client_profile(params.get("clientCapabilities"), params.get("clientInfo"), terminals)
         if self._methods is not None:

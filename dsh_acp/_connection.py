@@ -17,7 +17,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from inspect import CORO_CREATED, getcoroutinestate, iscoroutine
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, TypeGuard
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
@@ -41,10 +41,14 @@ __all__ = [
     "Connection",
     "ConnectionClosed",
     "Dispatcher",
+    "FieldError",
+    "InvalidParamsData",
     "Reply",
     "RequestId",
     "RpcError",
     "error_object",
+    "invalid_params",
+    "validation_error",
 ]
 
 logger = logging.getLogger("dsh_acp.connection")
@@ -96,6 +100,48 @@ def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:
     else:
         details = {"details": line, "value": data}
     return {"code": code, "message": line, "data": details}
+
+
+class FieldError(TypedDict):
+    loc: list[str | int]
+    """The field's path in the params (empty: the params as a whole)."""
+    msg: str
+    type: str
+    """What was wrong, as pydantic names it (``missing``, ``string_type``, ``value_error``…)."""
+
+
+class InvalidParamsData(TypedDict):
+    """The ``data`` of every invalid-params error (-32602), besides ``details``."""
+
+    errors: list[FieldError]
+
+
+def invalid_params(message: str, *loc: str | int, kind: str = "value_error") -> RpcError:
+    """-32602 about one field of the params (``loc``: its path), with the data a validation error
+    has: ``Invalid params: <message>``."""
+    data: InvalidParamsData = {"errors": [{"loc": list(loc), "msg": message, "type": kind}]}
+    return RpcError(INVALID_PARAMS, f"Invalid params: {message}", data)
+
+
+def validation_error(exc: ValidationError) -> RpcError:
+    """-32602 for params a pydantic model refused: the first error in the message, all in the data."""
+    errors = exc.errors(include_url=False, include_context=False, include_input=False)
+    data: InvalidParamsData = {
+        "errors": [
+            {
+                "loc": [part if isinstance(part, str | int) else str(part) for part in error["loc"]],
+                "msg": error["msg"],
+                "type": error["type"],
+            }
+            for error in errors
+        ]
+    }
+    first = data["errors"][0]  # pydantic never raises a ValidationError without errors
+    where = ".".join(str(part) for part in first["loc"])
+    message = f"Invalid params: {where}: {first['msg']}" if where else f"Invalid params: {first['msg']}"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more)"
+    return RpcError(INVALID_PARAMS, message, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -724,18 +770,4 @@ def _is_validation_error(exc: Exception) -> TypeGuard[ValidationError]:
 
 
 def _invalid_params(exc: ValidationError) -> dict[str, Any]:
-    errors = exc.errors(include_url=False, include_context=False, include_input=False)
-    data = [
-        {
-            "loc": [part if isinstance(part, str | int) else str(part) for part in error["loc"]],
-            "msg": error["msg"],
-            "type": error["type"],
-        }
-        for error in errors
-    ]
-    first = data[0]  # pydantic never raises a ValidationError without errors
-    where = ".".join(str(part) for part in first["loc"])
-    message = f"Invalid params: {where}: {first['msg']}" if where else f"Invalid params: {first['msg']}"
-    if len(data) > 1:
-        message += f" (and {len(data) - 1} more)"
-    return error_object(INVALID_PARAMS, message, {"errors": data})
+    return validation_error(exc).to_error_object()

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._config import AgentConfig
-from ._connection import INVALID_PARAMS, RpcError
+from ._connection import invalid_params
 from ._modes import MODES, modes_wire
 from ._options import EFFORT_OPTION, REASONING_OPTION, config_options, efforts
 from ._session import Session
@@ -33,9 +33,10 @@ class SessionPickers:
         """The pickers part of a ``session/new``, ``load`` or ``resume`` answer."""
         return {"modes": modes_wire(session.permissions), "configOptions": self.options(session)}
 
-    def switch_mode(self, session: Session, mode_id: str) -> None:
+    def switch_mode(self, session: Session, mode_id: str, *, field: str = "modeId") -> None:
+        """Switch the permission mode (``field``: where the params named it, for the error)."""
         if mode_id not in MODES:
-            raise RpcError(INVALID_PARAMS, f'Invalid params: unknown mode "{mode_id}"; one of {list(MODES)}')
+            raise invalid_params(f'unknown mode "{mode_id}"; one of {list(MODES)}', field)
         session.permissions.mode = mode_id
         session.record({"type": "mode", "mode_id": mode_id})
 
@@ -43,7 +44,7 @@ class SessionPickers:
         choice = next((m for m in self.config.models if m.id == model_id), None)
         if choice is None:
             known = [m.id for m in self.config.models]
-            raise RpcError(INVALID_PARAMS, f'Invalid params: unknown model "{model_id}"; one of {known}')
+            raise invalid_params(f'unknown model "{model_id}"; one of {known}', "value")
         if choice.id != session.model_id:
             await session.set_model(choice.build(), choice.id)
             session.record({"type": "config", "model_id": choice.id})
@@ -67,7 +68,7 @@ class SessionPickers:
             session.show_reasoning = value
             session.record({"type": "config", "show_reasoning": value})
         else:
-            raise RpcError(INVALID_PARAMS, f'Invalid params: no config option "{config_id}" takes {value!r}')
+            raise invalid_params(f'no config option "{config_id}" takes {value!r}', "value")
 
     def in_step(self, session: Session, *, mode: bool, options: bool) -> Callable[[], Awaitable[None]]:
         """Keep the editor's pickers in step after a change: the mode, the complete option list."""

@@ -15,7 +15,7 @@ from ._bridge import wire_block
 from ._command_table import CommandTable
 from ._commands import MODEL_COMMANDS, NO_MODEL_MESSAGE, model_instruction, parse_command
 from ._config import AgentConfig
-from ._connection import AUTH_REQUIRED, INTERNAL_ERROR, INVALID_PARAMS, Reply, RpcError
+from ._connection import AUTH_REQUIRED, INTERNAL_ERROR, Reply, RpcError, invalid_params
 from ._model import ModelAuthError, ModelError, UserMessage
 from ._scripted import ScriptExhausted
 from ._session import Session, Turn
@@ -47,13 +47,13 @@ class PromptRunner:
         it is neither run nor logged before then."""
         session = self._sessions.get(parsed.session_id)
         if not parsed.prompt:
-            raise RpcError(INVALID_PARAMS, "Invalid params: prompt is empty")
+            raise invalid_params("prompt is empty", "prompt")
         choice = self._sessions.choice(session.model_id)
         for block in parsed.prompt:
             if isinstance(block, AudioBlock):
-                raise RpcError(INVALID_PARAMS, "Invalid params: audio prompts are not supported")
+                raise invalid_params("audio prompts are not supported", "prompt")
             if isinstance(block, ImageBlock) and not (choice and choice.accepts_images):
-                raise RpcError(INVALID_PARAMS, "Invalid params: this model does not take images")
+                raise invalid_params("this model does not take images", "prompt")
         turn = Turn()
         if session.turn is None:
             session.turn = turn

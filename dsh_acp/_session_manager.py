@@ -19,7 +19,7 @@ from ._bridge import RenderContext
 from ._client_profile import ClientProfile
 from ._commands import available_commands
 from ._config import AgentConfig, ModelChoice
-from ._connection import AUTH_REQUIRED, INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RpcError
+from ._connection import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError, invalid_params
 from ._instructions import ProjectInstructions
 from ._modes import PermissionState, mode_gate
 from ._replay import restore_state
@@ -199,7 +199,7 @@ class SessionManager:
         try:
             session.log = self.store.open(parsed.session_id)
         except SessionBusy as error:
-            raise RpcError(INVALID_PARAMS, f"Invalid params: {error}") from None
+            raise invalid_params(str(error), "sessionId") from None
         self._restore_state(session, loaded)
         try:
             failures = await self._connect_mcp(session)
@@ -276,7 +276,7 @@ class SessionManager:
         except KeyError:
             raise not_found(session_id) from None
         except SessionBusy as error:
-            raise RpcError(INVALID_PARAMS, f"Invalid params: {error}") from None
+            raise invalid_params(str(error), "sessionId") from None
 
     def cancel(self, session_id: str) -> None:
         """Stop the session's running turn and drop its queued prompts; unknown ids are ignored."""
@@ -305,9 +305,7 @@ class SessionManager:
             try:
                 start = int(cursor)
             except ValueError:
-                raise RpcError(
-                    INVALID_PARAMS, f"Invalid params: cursor {cursor!r} is not one we gave"
-                ) from None
+                raise invalid_params(f"cursor {cursor!r} is not one we gave", "cursor") from None
         answer: dict[str, Any] = {
             "sessions": [
                 {

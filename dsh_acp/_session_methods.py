@@ -16,7 +16,7 @@ from ._client_profile import ClientProfile
 from ._coalesce import CoalescePolicy
 from ._command_table import CommandTable
 from ._config import AgentConfig
-from ._connection import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, Connection, Reply, RpcError
+from ._connection import INTERNAL_ERROR, METHOD_NOT_FOUND, Connection, Reply, RpcError, invalid_params
 from ._pickers import SessionPickers
 from ._prompt import system_prompt
 from ._prompt_runner import PromptRunner
@@ -117,7 +117,7 @@ class SessionMethods:
             API_KEY_AUTH_METHOD,
             LOGIN_AUTH_METHOD,
         ):
-            raise RpcError(INVALID_PARAMS, f'Invalid params: unknown auth method "{parsed.method_id}"')
+            raise invalid_params(f'unknown auth method "{parsed.method_id}"', "methodId")
         self.sessions.require_key()
         return {}
 
@@ -182,7 +182,7 @@ class SessionMethods:
         parsed = parse_params(SetConfigOptionParams, params)
         session = self.sessions.get(parsed.session_id)
         if parsed.config_id == "mode" and isinstance(parsed.value, str):
-            self.pickers.switch_mode(session, parsed.value)
+            self.pickers.switch_mode(session, parsed.value, field="value")
             answer = {"configOptions": self.pickers.options(session)}
             return Reply(answer, self.pickers.in_step(session, mode=True, options=False))
         await self.pickers.set_option(session, parsed.config_id, parsed.value)

@@ -1,5 +1,5 @@
-"""Every shape the agent sends: ``session/update`` payloads, its requests to the client, and the
-``data`` of its errors.
+"""Every ACP shape the agent sends: ``session/update`` payloads and its requests to the client (the
+``data`` of its errors is written where every error is, in ``_connection``).
 
 Pure builders over typed dicts, so that a key is spelled once and a field an editor needs cannot
 be forgotten in one of the places that send it. Key order is part of the wire (the goldens pin
@@ -26,8 +26,6 @@ __all__ = [
     "CreateTerminalParams",
     "CurrentModeUpdate",
     "ElicitationParams",
-    "FieldError",
-    "InvalidParamsData",
     "Location",
     "Notice",
     "NoticeSeverity",
@@ -59,7 +57,6 @@ __all__ = [
     "create_terminal_params",
     "current_mode_update",
     "elicitation_params",
-    "invalid_params_data",
     "notice",
     "permission_params",
     "plan",
@@ -499,23 +496,3 @@ def elicitation_params(
         "message": message,
         "requestedSchema": schema,
     }
-
-
-# -- error data ------------------------------------------------------------------------------
-
-
-class FieldError(TypedDict):
-    loc: list[str | int]
-    msg: str
-    type: NotRequired[str]
-
-
-class InvalidParamsData(TypedDict):
-    errors: list[FieldError]
-    """Each field that was wrong (``loc`` is its path in the params)."""
-
-
-def invalid_params_data(errors: Iterable[FieldError]) -> InvalidParamsData:
-    """The ``data`` of an invalid-params error (-32602) about fields of the params. Every error
-    also carries its message as ``data.details`` (added where errors are written)."""
-    return {"errors": list(errors)}

@@ -15,8 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from dsh_tools import ContentBlock
 
-from ._connection import INVALID_PARAMS, RpcError
-from ._updates import invalid_params_data
+from ._connection import validation_error
 
 __all__ = [
     "AuthenticateParams",
@@ -140,12 +139,4 @@ def parse_params(model: type[_P], params: Any) -> _P:
     try:
         return model.model_validate(params if params is not None else {})
     except ValidationError as error:
-        errors = error.errors(include_url=False, include_context=False, include_input=False)
-        first = errors[0]
-        where = ".".join(str(part) for part in first["loc"]) or "params"
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise RpcError(
-            INVALID_PARAMS,
-            f"Invalid params: {where}: {first['msg']}{more}",
-            invalid_params_data({"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in errors),
-        ) from None
+        raise validation_error(error) from None

@@ -420,3 +420,49 @@ async def test_authenticate_without_methods(acp_schema: AcpSchema) -> None:
         assert info.value.code == -32602
         assert info.value.message == 'Invalid params: unknown auth method "api-key"'
     client.assert_valid()
+
+
+async def test_every_invalid_params_error_names_its_fields(acp_schema: AcpSchema, tmp_path: Any) -> None:
+    """Whatever refused the params (a model, or the handler itself), a -32602 carries one data
+    shape: the message as ``details`` and each field that was wrong under ``errors``."""
+    config = replace(scripted([]), state_dir=tmp_path / "state")
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        failures: list[RpcError] = []
+
+        async def refused(method: str, params: Any) -> None:
+            with pytest.raises(RpcError) as info:
+                await client.request(method, params)
+            assert info.value.code == -32602, (method, info.value)
+            failures.append(info.value)
+
+        await refused("initialize", {"protocolVersion": -1})
+        await refused("initialize", [])
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        await refused("session/new", {"cwd": "relative", "mcpServers": []})
+        await refused("authenticate", {"methodId": "nope"})
+        await refused("session/set_mode", {"sessionId": sid, "modeId": "nope"})
+        await refused("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "nope"})
+        await refused("session/set_config_option", {"sessionId": sid, "configId": "nope", "value": "x"})
+        await refused("session/prompt", {"sessionId": sid, "prompt": []})
+        await refused("session/list", {"cursor": "not-a-cursor"})
+        for error in failures:
+            assert error.data["details"] == error.message
+            assert error.data["errors"], error
+            for field in error.data["errors"]:
+                assert set(field) == {"loc", "msg", "type"}, error
+                assert isinstance(field["loc"], list) and isinstance(field["msg"], str), error
+                assert isinstance(field["type"], str), error
+        fields = [[field["loc"] for field in error.data["errors"]][0] for error in failures]
+        assert fields == [
+            ["protocolVersion"],
+            [],
+            ["cwd"],
+            ["methodId"],
+            ["modeId"],
+            ["value"],
+            ["value"],
+            ["prompt"],
+            ["cursor"],
+        ]
+    client.assert_valid()
