@@ -451,9 +451,10 @@ async def test_every_invalid_params_error_names_its_fields(acp_schema: AcpSchema
             assert error.data["errors"], error
             for field in error.data["errors"]:
                 assert set(field) == {"loc", "msg", "type"}, error
-                assert isinstance(field["loc"], list) and isinstance(field["msg"], str), error
+                assert isinstance(field["loc"], list), error
+                assert isinstance(field["msg"], str), error
                 assert isinstance(field["type"], str), error
-        fields = [[field["loc"] for field in error.data["errors"]][0] for error in failures]
+        fields = [error.data["errors"][0]["loc"] for error in failures]
         assert fields == [
             ["protocolVersion"],
             [],
