@@ -38,7 +38,7 @@ from dsh_tools import (
     bound_text,
 )
 
-from ._client_profile import ClientProfile, TerminalKey, client_profile
+from ._render import RenderContext
 from ._updates import (
     AgentMessageChunk,
     CompactionSummaryChunk,
@@ -76,39 +76,6 @@ __all__ = [
     "summary_chunk",
     "wire_block",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class RenderContext:
-    """What rendering depends on besides the views: the session cwd and the client's abilities."""
-
-    cwd: str
-    terminal_key: TerminalKey | None = None
-    """The ``_meta`` key for live terminal output, or ``None`` when the client has no terminals."""
-    fallback_head: int = 30 * 1024
-    fallback_tail: int = 30 * 1024
-    """Budget of the fenced console fallback, like the text the model sees."""
-    compaction: bool = False
-    """Whether the client shows compactions (``session.compaction``); else a summary is a message."""
-    notices: bool = False
-    """Whether the client shows ``notice`` updates (``session.notices``)."""
-
-    @classmethod
-    def for_profile(cls, cwd: str, profile: ClientProfile) -> RenderContext:
-        """Rendering for a client of this profile (see ``_client_profile``)."""
-        return cls(
-            cwd=cwd, terminal_key=profile.terminal_key, compaction=profile.compaction, notices=profile.notices
-        )
-
-    @classmethod
-    def for_client(
-        cls,
-        cwd: str,
-        client_capabilities: Mapping[str, Any] | None,
-        client_info: Mapping[str, Any] | None = None,
-    ) -> RenderContext:
-        """Rendering for a client from what it sent in ``initialize``."""
-        return cls.for_profile(cwd, client_profile(client_capabilities, client_info))
 
 
 @dataclass(frozen=True, slots=True)

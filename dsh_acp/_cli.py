@@ -195,7 +195,6 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     sources += [_load_tools(spec, parser) for spec in args.tools]
     if sources:
         config.tools = lambda: [tool for source in sources for tool in source()]
-        config.warm_imports = () if args.no_tools else ("reference_tools",)
         config.ask_user = None if args.no_tools else _reference_ask_user
     if config.model_source is not None:
         config.warm_imports += ("aiohttp", "dsh_acp._openai")  # ~300 ms of imports: after initialize

@@ -4,10 +4,12 @@ model (an unknown ``/x`` goes to the model unchanged)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-from dsh_tools import ContentBlock, TextBlock, ToolSchema
+from typing import TYPE_CHECKING
 
 from ._updates import AvailableCommandsUpdate, available_commands_update
+
+if TYPE_CHECKING:  # the content models are pydantic's: a prompt has loaded them by the time they are read
+    from dsh_tools import ContentBlock, ToolSchema
 
 __all__ = [
     "COMMANDS",
@@ -69,6 +71,8 @@ def available_commands() -> AvailableCommandsUpdate:
 
 def parse_command(prompt: Sequence[ContentBlock]) -> tuple[str, str] | None:
     """``(name, argument)`` when the prompt starts with a known command, else ``None``."""
+    from dsh_tools import TextBlock
+
     if not prompt or not isinstance(prompt[0], TextBlock):
         return None
     text = prompt[0].text.strip()

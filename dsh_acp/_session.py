@@ -5,17 +5,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from dsh_tools import Services, ToolRegistry
-
-from ._bridge import RenderContext
 from ._model import Message, Model, Usage
 from ._modes import PermissionState
 from ._store import SessionLog, StoreError
 from ._updates import SessionUpdate, agent_message
+
+if TYPE_CHECKING:
+    from dsh_tools import Services, ToolRegistry
+
+    from ._render import RenderContext
 
 __all__ = ["Session", "SessionIO", "Turn"]
 
@@ -56,13 +58,12 @@ class Session:
     session_id: str
     cwd: str
     model: Model | None
-    registry: ToolRegistry
-    """The session's layer over the process-wide tools (MCP tools live here)."""
-    services: Services
+    tool_side: Callable[[Session], tuple[ToolRegistry, Services]]
+    """Makes the session's tools and services (see ``registry``) when something first needs them."""
     render: RenderContext
     io: SessionIO
     additional_directories: tuple[str, ...] = ()
-    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    mcp_servers: tuple[dict[str, Any], ...] = ()
     history: list[Message] = field(default_factory=list)
     turn: Turn | None = None
     """The running turn."""
@@ -86,6 +87,22 @@ class Session:
     """How much of ``history`` that usage counted (-1: it no longer describes the history)."""
     chars_per_token: float | None = None
     """What the model's reported counts showed for the last request (``None``: no count yet)."""
+    _tools: tuple[ToolRegistry, Services] | None = None
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The session's layer over the process-wide tools (MCP tools live here). Made on first
+        use, with ``services``: an idle session (opened, never prompted) holds neither."""
+        if self._tools is None:
+            self._tools = self.tool_side(self)
+        return self._tools[0]
+
+    @property
+    def services(self) -> Services:
+        """What the session's tools reach (the client's file system and terminals, its mode)."""
+        if self._tools is None:
+            self._tools = self.tool_side(self)
+        return self._tools[1]
 
     def cancel_turns(self) -> None:
         """Cancel the running turn and every queued one (``session/cancel``)."""
@@ -136,9 +153,12 @@ class Session:
         """Stop the running turn and the queued ones, and release what the session's tools and
         model hold."""
         self.cancel_turns()
-        self.registry.close()
+        tools, self._tools = self._tools, None
+        if tools is not None:
+            tools[0].close()
         with anyio.CancelScope(shield=True):
-            await self.services.aclose()
+            if tools is not None:
+                await tools[1].aclose()
             await _close_model(self.model)
         if self.log is not None:
             self.log.close()

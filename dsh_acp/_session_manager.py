@@ -8,25 +8,27 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from dsh_tools import Services, ToolRegistry
 
-from ._bridge import RenderContext
 from ._client_profile import ClientProfile
 from ._commands import available_commands
 from ._config import AgentConfig, ModelChoice
 from ._connection import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError, invalid_params
 from ._instructions import ProjectInstructions
 from ._modes import PermissionState, mode_gate
-from ._replay import restore_state
+from ._render import RenderContext
 from ._session import Session, SessionIO
+from ._session_params import SessionWhere
 from ._store import LoadedSession, Redactor, SessionBusy, SessionStore
 from ._updates import agent_message, notice
-from ._wire import LoadSessionParams, NewSessionParams
+
+if TYPE_CHECKING:
+    from ._wire import LoadSessionParams
 
 __all__ = ["SESSIONS_PAGE", "SessionManager", "not_found"]
 
@@ -52,19 +54,30 @@ class SessionManager:
         """What the client can show, read from ``initialize`` (replaced if it initializes again)."""
         self.sessions: dict[str, Session] = {}
         self._state_dir = str(config.state_dir) if config.state_dir is not None else None
-        self.tools = ToolRegistry()
-        # The mode policy goes first so that it wraps every other policy (see _modes).
-        self.tools.on_pre_execute(mode_gate(self.tools))
-        for definition in config.tools() if config.tools else ():
-            self.tools.register(definition)
-        if config.configure_registry is not None:
-            config.configure_registry(self.tools)
+        self._tools: ToolRegistry | None = None
+        self._tool_side = self._make_tool_side  # one bound method, shared by every session
+        self._render: RenderContext | None = None
         self.store = (
             SessionStore(config.state_dir, clock=config.clock, redact=Redactor(config.secrets))
             if config.state_dir is not None
             else None
         )
         self.instructions = ProjectInstructions(config.instruction_files)
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The process-wide tools, made when a session first needs its tools (a prompt, MCP
+        servers): the tool modules are not loaded for sessions that are never prompted."""
+        if self._tools is None:
+            tools = ToolRegistry()
+            # The mode policy goes first so that it wraps every other policy (see _modes).
+            tools.on_pre_execute(mode_gate(tools))
+            for definition in self.config.tools() if self.config.tools else ():
+                tools.register(definition)
+            if self.config.configure_registry is not None:
+                self.config.configure_registry(tools)
+            self._tools = tools
+        return self._tools
 
     def get(self, session_id: str) -> Session:
         """The open session of this id, or the not-found error."""
@@ -102,30 +115,42 @@ class SessionManager:
 
     # -- making one ---------------------------------------------------------------------------
 
-    def _make(self, session_id: str, parsed: NewSessionParams) -> Session:
-        profile = self.profile
+    def _make(self, session_id: str, parsed: SessionWhere) -> Session:
         permissions = PermissionState(mode=self.config.default_mode)
+        cwd = sys.intern(parsed.cwd)  # sessions of one project share the string
         if self._state_dir is not None:
-            permissions.project_of = (self._state_dir, parsed.cwd)
+            permissions.project_of = (self._state_dir, cwd)
         choice = self.choice(None)
-        session = Session(
+        return Session(
             session_id=session_id,
-            cwd=sys.intern(parsed.cwd),  # sessions of one project share the string
+            cwd=cwd,
             model=choice.build() if choice else None,
             model_id=choice.id if choice else None,
-            registry=self.tools.layer(),
-            services=Services(permissions),
-            render=RenderContext.for_profile(parsed.cwd, profile),
+            tool_side=self._tool_side,
+            render=self._render_context(cwd),
             io=self.io,
             additional_directories=tuple(parsed.additional_directories),
-            mcp_servers=list(parsed.mcp_servers),
+            mcp_servers=tuple(parsed.mcp_servers),  # the empty tuple is one object for all
             permissions=permissions,
         )
-        session.services.add(session.registry, as_type=ToolRegistry)  # what the mode policy looks up
-        self._add_client_services(session)
-        return session
 
-    def _add_client_services(self, session: Session) -> None:
+    def _render_context(self, cwd: str) -> RenderContext:
+        """The rendering of a session in ``cwd``: one object for consecutive sessions of a
+        project (it is immutable), so an idle session does not hold a copy of its own."""
+        render = self._render
+        if render is None or render.cwd != cwd or render != RenderContext.for_profile(cwd, self.profile):
+            render = self._render = RenderContext.for_profile(cwd, self.profile)
+        return render
+
+    def _make_tool_side(self, session: Session) -> tuple[ToolRegistry, Services]:
+        """A session's tools (its layer over the process-wide ones) and what they reach, made
+        when the session first needs them."""
+        registry, services = self.tools.layer(), Services(session.permissions)
+        services.add(registry, as_type=ToolRegistry)  # what the mode policy looks up
+        self._add_client_services(session, registry, services)
+        return registry, services
+
+    def _add_client_services(self, session: Session, registry: ToolRegistry, services: Services) -> None:
         """What the session's tools reach through the client, for what this client offers."""
         profile, session_id, request = self.profile, session.session_id, self.io.request
         if self.config.ask_user is not None and profile.questions:  # a tool that cannot work is never offered
@@ -135,14 +160,14 @@ class SessionManager:
 
                 from ._elicitation import ClientQuestions
 
-                session.registry.register(ask_tool)
-                session.services.add(ClientQuestions(request, session_id), as_type=UserQuestions)
+                registry.register(ask_tool)
+                services.add(ClientQuestions(request, session_id), as_type=UserQuestions)
         if profile.client_terminals:
             from dsh_tools.terminals import TerminalHost
 
             from ._client_terminals import ClientTerminals
 
-            session.services.add(ClientTerminals(request, session_id), as_type=TerminalHost)
+            services.add(ClientTerminals(request, session_id), as_type=TerminalHost)
         can_read, can_write = profile.can_read, profile.can_write
         if (can_read or can_write) and not self.config.force_local_fs:
             from dsh_tools.filesystem import FileSystem
@@ -150,7 +175,7 @@ class SessionManager:
             from ._client_fs import ClientFileSystem
 
             client_fs = ClientFileSystem(request, session_id, can_read=can_read, can_write=can_write)
-            session.services.add(client_fs, as_type=FileSystem)
+            services.add(client_fs, as_type=FileSystem)
 
     async def _connect_mcp(self, session: Session) -> list[str]:
         """Start the session's MCP servers and register their tools in its layer; one line per
@@ -165,7 +190,7 @@ class SessionManager:
         session.services.add(connections)  # closed with the session
         return failures
 
-    async def create(self, parsed: NewSessionParams) -> tuple[Session, list[str]]:
+    async def create(self, parsed: SessionWhere) -> tuple[Session, list[str]]:
         """A new session, open and logged, and the MCP servers that failed to start."""
         self.require_key()
         session = self._make(self.config.session_ids(), parsed)
@@ -211,6 +236,8 @@ class SessionManager:
         return session, loaded, failures
 
     def _restore_state(self, session: Session, loaded: LoadedSession) -> None:
+        from ._replay import restore_state
+
         restored = restore_state(loaded.events)
         session.history = restored.history
         if restored.mode is not None:

@@ -8,35 +8,24 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyio.abc import TaskGroup
 
 from ._client_profile import ClientProfile
-from ._coalesce import CoalescePolicy
-from ._command_table import CommandTable
 from ._config import AgentConfig
 from ._connection import INTERNAL_ERROR, METHOD_NOT_FOUND, Connection, Reply, RpcError, invalid_params
 from ._pickers import SessionPickers
-from ._prompt import system_prompt
-from ._prompt_runner import PromptRunner
-from ._replay import replay_updates
 from ._session import SessionIO
 from ._session_manager import SessionManager
-from ._turn import LoopSettings
-from ._wire import (
-    AuthenticateParams,
-    ListSessionsParams,
-    LoadSessionParams,
-    NewSessionParams,
-    PromptParams,
-    ResumeSessionParams,
-    SessionIdParams,
-    SetConfigOptionParams,
-    SetModeParams,
-    new_session_params,
-    parse_params,
-)
+from ._session_params import SessionWhere, new_session_params
+
+if TYPE_CHECKING:
+    from ._prompt_runner import PromptRunner
+
+# The prompt runner (the agent loop, the bridge, the tools) and the pydantic models of the other
+# methods' params load on first use: an editor opens sessions it may never prompt, and an idle
+# session is made without them (``session/new``'s plain params are read by ``new_session_params``).
 
 __all__ = ["AGENT_METHODS", "METHODS", "Method", "SessionMethods"]
 
@@ -65,15 +54,28 @@ class SessionMethods:
         io = SessionIO(notify=connection.notify, request=connection.request)
         self.sessions = SessionManager(config, io, background, profile)
         self.pickers = SessionPickers(config, self.sessions)
-        instructions = self.sessions.instructions
-        settings = LoopSettings(
-            max_model_requests=config.max_model_requests,
-            coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),
-            system_prompt=lambda session: system_prompt(
-                session.cwd, session.registry.schemas(), instructions.text(session.cwd)
-            ),
-        )
-        self.prompts = PromptRunner(config, self.sessions, settings, CommandTable(config, self.pickers))
+        self._prompts: PromptRunner | None = None
+
+    @property
+    def prompts(self) -> PromptRunner:
+        """The prompt turns of every session, made with the first prompt."""
+        if self._prompts is None:
+            from ._coalesce import CoalescePolicy
+            from ._command_table import CommandTable
+            from ._prompt import system_prompt
+            from ._prompt_runner import PromptRunner
+            from ._turn import LoopSettings
+
+            config, instructions = self.config, self.sessions.instructions
+            settings = LoopSettings(
+                max_model_requests=config.max_model_requests,
+                coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),
+                system_prompt=lambda session: system_prompt(
+                    session.cwd, session.registry.schemas(), instructions.text(session.cwd)
+                ),
+            )
+            self._prompts = PromptRunner(config, self.sessions, settings, CommandTable(config, self.pickers))
+        return self._prompts
 
     @property
     def profile(self) -> ClientProfile:
@@ -110,6 +112,8 @@ class SessionMethods:
     # -- the handlers -------------------------------------------------------------------------
 
     async def authenticate(self, params: Any) -> Answer:
+        from ._wire import AuthenticateParams, parse_params
+
         parsed = parse_params(AuthenticateParams, params)
         from ._settings import API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD
 
@@ -137,13 +141,20 @@ class SessionMethods:
         return {}
 
     async def new_session(self, params: Any) -> Answer:
-        parsed = new_session_params(params) or parse_params(NewSessionParams, params)
+        parsed: SessionWhere | None = new_session_params(params)
+        if parsed is None:
+            from ._wire import NewSessionParams, parse_params
+
+            parsed = parse_params(NewSessionParams, params)
         session, failures = await self.sessions.create(parsed)
         answer = {"sessionId": session.session_id, **self.pickers.answer(session)}
         return Reply(answer, self.sessions.after_answer(session, failures))
 
     async def load_session(self, params: Any) -> Answer:
         """Reopen a stored session and replay it to the editor, then answer."""
+        from ._replay import replay_updates
+        from ._wire import LoadSessionParams, parse_params
+
         parsed = parse_params(LoadSessionParams, params)
         session, loaded, failures = await self.sessions.restore(parsed)
         for update in replay_updates(loaded.events, session.render):
@@ -154,6 +165,8 @@ class SessionMethods:
 
     async def resume_session(self, params: Any) -> Answer:
         """Reopen a stored session without replaying it (the editor still shows it)."""
+        from ._wire import ResumeSessionParams, parse_params
+
         parsed = parse_params(ResumeSessionParams, params)
         session, loaded, failures = await self.sessions.restore(parsed)
         return Reply(
@@ -161,24 +174,34 @@ class SessionMethods:
         )
 
     async def list_sessions(self, params: Any) -> Answer:
+        from ._wire import ListSessionsParams, parse_params
+
         parsed = parse_params(ListSessionsParams, params)
         return self.sessions.page(parsed.cwd, parsed.cursor)
 
     async def close_session(self, params: Any) -> Answer:
+        from ._wire import SessionIdParams, parse_params
+
         await self.sessions.close(parse_params(SessionIdParams, params).session_id)
         return {}
 
     async def delete_session(self, params: Any) -> Answer:
+        from ._wire import SessionIdParams, parse_params
+
         await self.sessions.delete(parse_params(SessionIdParams, params).session_id)
         return {}
 
     async def set_mode(self, params: Any) -> Answer:
+        from ._wire import SetModeParams, parse_params
+
         parsed = parse_params(SetModeParams, params)
         session = self.sessions.get(parsed.session_id)
         self.pickers.switch_mode(session, parsed.mode_id)
         return Reply({}, self.pickers.in_step(session, mode=False, options=True))
 
     async def set_config_option(self, params: Any) -> Answer:
+        from ._wire import SetConfigOptionParams, parse_params
+
         parsed = parse_params(SetConfigOptionParams, params)
         session = self.sessions.get(parsed.session_id)
         if parsed.config_id == "mode" and isinstance(parsed.value, str):
@@ -190,6 +213,8 @@ class SessionMethods:
 
     def prompt(self, params: Any) -> Awaitable[Answer]:
         # Not async: the turn is registered before the next message is read.
+        from ._wire import PromptParams, parse_params
+
         return self.prompts.start(parse_params(PromptParams, params))
 
 

@@ -30,7 +30,6 @@ __all__ = [
     "SessionIdParams",
     "SetConfigOptionParams",
     "SetModeParams",
-    "new_session_params",
     "parse_params",
 ]
 
@@ -75,27 +74,6 @@ class NewSessionParams(_Params):
     cwd: AbsolutePath
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list, alias="mcpServers")
     additional_directories: list[AbsolutePath] = Field(default_factory=list, alias="additionalDirectories")
-
-
-def new_session_params(params: Any) -> NewSessionParams | None:
-    """``session/new`` params without MCP servers, checked by hand as ``NewSessionParams`` would
-    (same result), else ``None`` (the model decides, and words the error). The first validation
-    builds the model and makes pydantic look for plugins (``importlib.metadata``, ~1.5 MiB): an
-    idle session need not pay that, its first prompt does."""
-    if type(params) is not dict or "mcp_servers" in params or "additional_directories" in params:
-        return None
-    cwd = params.get("cwd")
-    if type(cwd) is not str or not os.path.isabs(cwd) or params.get("mcpServers", []) != []:
-        return None
-    fields: dict[str, Any] = {"cwd": os.path.normpath(cwd)}
-    if "mcpServers" in params:
-        fields["mcp_servers"] = []
-    if "additionalDirectories" in params:
-        directories = params["additionalDirectories"]
-        if type(directories) is not list or not all(type(d) is str and os.path.isabs(d) for d in directories):
-            return None
-        fields["additional_directories"] = [os.path.normpath(d) for d in directories]
-    return NewSessionParams.model_construct(**fields)
 
 
 class SessionIdParams(_Params):
