@@ -89,6 +89,21 @@ AGENTS: dict[str, Callable[[Path], list[str]]] = {
     "bare": lambda script: [sys.executable, str(HERE / "bare_agent.py"), "--script", str(script)],
 }
 
+TS_SDK = "TypeScript SDK"
+"""``bench/ts_sdk_agent.mjs``, the same agent written with the official TypeScript SDK: measured
+beside the others when node and the SDK (``npm ci`` in tests/client) are there."""
+
+
+def _ts_sdk_command(script: Path) -> list[str]:
+    return [shutil.which("node") or "node", str(HERE / "ts_sdk_agent.mjs"), "--script", str(script)]
+
+
+if shutil.which("node") and (HERE.parent / "tests/client/node_modules/@agentclientprotocol/sdk").is_dir():
+    AGENTS[TS_SDK] = _ts_sdk_command
+
+FIGURES: dict[str, dict[str, float]] = {}
+"""The medians of the last ``main``, by figure and agent (``bench/run_all.py`` prints them)."""
+
 
 CODE_CHUNKS = False
 """``--code``: the chunks are cut from the agent's own source instead of prose."""
@@ -225,6 +240,8 @@ def main(runs: int, turns: int, chunks: int, bytecode_cache: bool, streaming: bo
                     rss[name].append(hwm)
             if run:
                 interpreter.append(interpreter_start())
+        FIGURES["cold start (ms)"] = {name: _median(values) for name, values in starts.items()}
+        FIGURES["idle peak RSS (MiB)"] = {name: _median(values) for name, values in rss.items()}
         sdk_start, bare_start = _median(starts["official SDK"]), _median(starts["bare"])
         dsh_start = _median(starts["dsh-acp"])
         ratio = dsh_start / bare_start
@@ -238,6 +255,8 @@ def main(runs: int, turns: int, chunks: int, bytecode_cache: bool, streaming: bo
         if dsh_start > START_RATIO * bare_start:
             missed.append(f"cold start {dsh_start:.0f} ms > {START_RATIO}× bare {bare_start:.0f} ms")
         report("  anchor: official Python SDK agent", sdk_start, "ms")
+        if TS_SDK in starts:
+            report("  anchor: official TypeScript SDK agent", _median(starts[TS_SDK]), "ms")
         report("  anchor: bare asyncio + orjson loop", bare_start, "ms")
         report('  anchor: interpreter alone (python -c "import orjson")', _median(interpreter), "ms")
         missed += idle_rss(rss)
@@ -259,6 +278,8 @@ def idle_rss(rss: dict[str, list[float]]) -> list[str]:
         f"| SDK {sdk_rss:.1f} MiB, bare {bare_rss:.1f} MiB ({dsh_rss / bare_rss:.2f}× bare)",
     )
     report("  anchor: official Python SDK agent", sdk_rss, "MiB")
+    if TS_SDK in rss:
+        report("  anchor: official TypeScript SDK agent", _median(rss[TS_SDK]), "MiB")
     report("  anchor: bare asyncio + orjson loop", bare_rss, "MiB")
     return [f"idle peak RSS {dsh_rss:.1f} MiB > {IDLE_RSS_MIB:.0f} MiB"] if dsh_rss > IDLE_RSS_MIB else []
 
@@ -285,6 +306,7 @@ def stream(cwd: str, turns: int, chunks: int) -> list[str]:
     finally:
         for agent, _ in agents.values():
             agent.close()
+    FIGURES["agent CPU per streamed chunk (µs)"] = {name: _median(values) for name, values in cpu.items()}
     dsh, sdk, bare = (_median(cpu[name]) for name in ("dsh-acp", "official SDK", "bare"))
     report(
         "agent CPU per streamed chunk: dsh-acp",
@@ -294,6 +316,8 @@ def stream(cwd: str, turns: int, chunks: int) -> list[str]:
         f"| SDK {sdk:.1f} µs ({sdk / dsh:.1f}× dsh-acp), bare {bare:.1f} µs",
     )
     report("  anchor: official Python SDK agent", sdk, "µs")
+    if TS_SDK in cpu:
+        report("  anchor: official TypeScript SDK agent", _median(cpu[TS_SDK]), "µs")
     report("  anchor: bare asyncio + orjson loop", bare, "µs")
     for name in AGENTS:
         report(f"  wall time per chunk, client reading everything: {name}", _median(wall[name]), "µs")
