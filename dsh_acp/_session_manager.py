@@ -232,6 +232,15 @@ class SessionManager:
             with anyio.CancelScope(shield=True):
                 await session.aclose()
             raise
+        if session.log.read_only is not None:
+            from ._store import describe_os_error
+
+            why = describe_os_error(session.log.read_only, session.log.path)
+            failures = [
+                *failures,
+                f"Read-only session: {why}: it can be viewed, but a prompt or a change of mode or model "
+                "will fail",
+            ]
         self.sessions[session.session_id] = session
         return session, loaded, failures
 

@@ -52,6 +52,9 @@ FORMAT_VERSION = 1
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
+_NOT_WRITABLE: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+"""Why a claim's lock file cannot be made in a folder that can still be read."""
+
 _OPEN_LOGS: Final = 16
 """Log descriptors a store keeps open between writes (the sessions written most recently)."""
 
@@ -141,12 +144,16 @@ class LoadedSession:
 class SessionLog:
     """The claimed log of one session: ``append`` writes one event."""
 
-    __slots__ = ("_closed", "_store", "fence", "session_id")
+    __slots__ = ("_closed", "_store", "fence", "read_only", "session_id")
 
-    def __init__(self, store: SessionStore, session_id: str, *, fresh: bool = False) -> None:
+    def __init__(
+        self, store: SessionStore, session_id: str, *, fresh: bool = False, read_only: OSError | None = None
+    ) -> None:
         self.session_id = session_id
         self._store = store
         self._closed = False
+        self.read_only = read_only
+        """Why the log can be read but not written (its folder is read-only), or ``None``."""
         # Before the first write, and after a failed one, the end of the file is checked: a line
         # torn by a crash or a full disk gets its newline, so the next event is a line of its own.
         self.fence = not fresh
@@ -156,6 +163,8 @@ class SessionLog:
         to the disk. ``StoreError`` if it cannot be written (the log is then fenced again)."""
         if self._closed:
             return
+        if self.read_only is not None:
+            raise StoreError("the session log could not be written", self.read_only, self.path)
         record = self._store.redact({**event, "ts": self._store.clock()})
         data = json_bytes(record, orjson.OPT_APPEND_NEWLINE)
         self._store.write(self, data, sync=event.get("type") == "stop")
@@ -234,8 +243,19 @@ class SessionStore:
         return log
 
     def open(self, session_id: str) -> SessionLog:
-        """Claim an existing session's log for appending; ``SessionBusy`` if it is open elsewhere."""
-        return self._claim(session_id, self._path(session_id))
+        """Claim an existing session's log for appending; ``SessionBusy`` if it is open elsewhere.
+
+        In a folder this process cannot write (a read-only disk, a backup mounted for viewing) the
+        claim's lock file cannot be made: the log is then opened read-only (``read_only`` says
+        why), so the session can be loaded and viewed, and any write fails naming the cause."""
+        path = self._path(session_id)
+        try:
+            return self._claim(session_id, path)
+        except StoreError as error:
+            if error.os_error.errno not in _NOT_WRITABLE or not os.path.isfile(path):
+                raise
+            cause = OSError(error.os_error.errno, error.os_error.strerror)  # named with the log's path
+            return SessionLog(self, session_id, read_only=cause)
 
     def _claim(self, session_id: str, path: str, *, fresh: bool = False) -> SessionLog:
         try:
@@ -246,7 +266,8 @@ class SessionStore:
 
     def release(self, log: SessionLog) -> None:
         """Let another process open ``log``'s session; its descriptor is closed."""
-        self._release_path(log.session_id, log.file)
+        if log.read_only is None:  # a read-only log was never claimed
+            self._release_path(log.session_id, log.file)
 
     def _release_path(self, session_id: str, path: str) -> None:
         fd = self._fds.pop(path, None)

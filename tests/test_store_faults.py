@@ -408,9 +408,24 @@ async def test_a_real_full_disk_and_a_read_only_one(acp_schema: AcpSchema, tmp_p
                 await client.new_session(str(tmp_path))
             read_only = "read-only file system ("
             assert info.value.message.startswith("the session log could not be created: " + read_only)
+            # A stored session still loads, to be viewed: the editor is told it cannot be continued,
+            # and a write fails with one line naming the cause and the log.
             load = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
-            with pytest.raises(RpcError) as info:
-                await client.request("session/load", load)
-            assert info.value.message.startswith("the session could not be opened: read-only file system (")
+            await client.request("session/load", load)
+            log = disk / "state" / "sessions" / f"{sid}.jsonl"
+            assert "small" in _texts(client, sid)  # the conversation was replayed
+            note = f"Read-only session: read-only file system ({log}): it can be viewed, but a prompt"
+            assert note in _texts(client, sid)
+            for method, params in [
+                ("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "more"}]}),
+                ("session/set_mode", {"sessionId": sid, "modeId": "plan"}),
+            ]:
+                with pytest.raises(RpcError) as info:
+                    await client.request(method, params)
+                assert (
+                    info.value.message
+                    == f"the session log could not be written: read-only file system ({log})"
+                )
             assert (await client.request("session/list", {}))["sessions"][0]["sessionId"] == sid
+            assert client.exit_code is None
         client.assert_valid()
