@@ -9,6 +9,11 @@ the other; the figures (medians over ``--runs``) are the growth of the agent's `
 the session count, and the descriptors it holds at the end (``/proc/PID/fd``).
 
 Targets: ≤ 2 KiB per idle session, ≤ 64 descriptors after 10,000 sessions. Exits 1 when missed.
+
+Printed beside the RSS figure: the Python objects an idle session keeps, as ``tracemalloc`` counts
+them (the agent served in this process over OS pipes, the same sessions opened, the traced
+memory's growth after a collection, divided by the count): RSS also moves with the allocator's
+arenas, this does not.
 """
 
 from __future__ import annotations
@@ -84,6 +89,69 @@ def run(sessions: int, model: str | None) -> tuple[float, int, float]:
     return (rss_after - rss_before) * 1024 / sessions, fds, elapsed / sessions
 
 
+_TRACED = """
+import gc, os, sys, threading, tracemalloc
+import anyio, orjson
+from dsh_acp._cli import build_config
+from dsh_acp._serve import serve
+from dsh_acp._stdio import FdReceiveStream, FdSendStream
+
+config = build_config(sys.argv[2:])
+sessions, folder = int(sys.argv[1]), os.getcwd()
+to_agent, from_agent = os.pipe(), os.pipe()
+answered = threading.Semaphore(0)
+
+def read() -> None:
+    with os.fdopen(from_agent[0], "rb") as lines:
+        for line in lines:
+            if b'"result"' in line or b'"error"' in line:
+                answered.release()
+
+async def ask(method, params, request_id) -> None:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    os.write(to_agent[1], orjson.dumps(message) + b"\\n")
+    await anyio.to_thread.run_sync(answered.acquire)
+
+async def main() -> None:
+    async with anyio.create_task_group() as group:
+        group.start_soon(serve, config, FdReceiveStream(to_agent[0]), FdSendStream(from_agent[1]))
+        await ask("initialize", {"protocolVersion": 1}, 0)
+        new = {"cwd": folder, "mcpServers": []}
+        for i in range(50):
+            await ask("session/new", new, 10**6 + i)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(sessions):
+            await ask("session/new", new, i + 1)
+        await anyio.sleep(0.2)
+        gc.collect()
+        print((tracemalloc.get_traced_memory()[0] - before) / sessions)
+        os.close(to_agent[1])
+
+threading.Thread(target=read, daemon=True).start()
+tracemalloc.start()
+anyio.run(main)
+"""
+
+
+def traced(sessions: int, model: str | None) -> float:
+    """Bytes of Python objects per idle session (``tracemalloc``)."""
+    with tempfile.TemporaryDirectory() as folder:
+        argv = [str(sessions), "--state-dir", f"{folder}/state", *(["--model", model] if model else [])]
+        env = dict(os.environ)
+        if model:
+            env.setdefault("DSH_API_KEY", "sk-bench-not-a-real-key")
+        result = subprocess.run(
+            [sys.executable, "-c", _TRACED, *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=folder,
+            check=True,
+        )
+    return float(result.stdout.split()[-1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10_000)
@@ -96,6 +164,7 @@ def main() -> int:
     seconds = statistics.median(r[2] for r in results)
     label = f"memory per idle session ({args.sessions} sessions)"
     report(label, per_session, "B", f"target ≤ {TARGET_BYTES}")
+    report("  Python objects per idle session (tracemalloc)", traced(args.sessions, args.model or None), "B")
     report(f"descriptors after {args.sessions} sessions", fds, "fds", f"target ≤ {TARGET_FDS}")
     report("session/new round trip", seconds * 1e3, "ms")
     return 0 if per_session <= TARGET_BYTES and fds <= TARGET_FDS else 1
