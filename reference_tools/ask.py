@@ -79,25 +79,24 @@ def ask_user_tool() -> ToolDefinition:
     return define_tool(
         name="ask_user",
         description=(
-            "Ask the user a question and wait for the answer. Use it when a decision is the user's "
-            "(an ambiguous request, a risky or irreversible step, a preference) rather than guessing. "
-            "Give choices for a pick from a few options, or fields for a small form; neither for a "
-            "free-text answer. The user may decline."
+            "Ask the user and wait, when a decision is theirs (an ambiguous request, a risky step, a "
+            "preference) rather than guessing. choices: pick one; fields: a small form; neither: free "
+            "text. The user may decline."
         ),
         parameters={
             "question": {
                 "type": "string",
                 "required": True,
-                "description": "The question, in one or two sentences.",
+                "description": "One or two sentences.",
             },
             "choices": {
                 "type": "array",
                 "items": {"type": "string"},
-                "description": "Options to pick one from (optional).",
+                "description": "Options (optional).",
             },
             "fields": {
                 "type": "array",
-                "description": "Form fields to fill in (optional).",
+                "description": "Form fields (optional).",
                 "items": {
                     "type": "object",
                     "properties": {
