@@ -33,8 +33,8 @@ import orjson
 
 from dsh_tools import ApprovalSubject, CommandSubject, PathSubject
 
+from ._client_requests import PermissionOption
 from ._shellwords import split_command_line
-from ._updates import PermissionOption
 
 __all__ = [
     "Option",

@@ -17,8 +17,8 @@ from typing import Any
 
 from dsh_tools.filesystem import FileSystem, LocalFileSystem, TextFormat, file_format, lf_text
 
+from ._client_requests import read_text_file_params, write_text_file_params
 from ._connection import RESOURCE_NOT_FOUND, RpcError
-from ._updates import read_text_file_params, write_text_file_params
 
 __all__ = ["ClientFileSystem"]
 

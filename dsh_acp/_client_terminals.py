@@ -22,8 +22,8 @@ from dsh_tools.terminals import (
 )
 
 from ._brief import brief
+from ._client_requests import CreateTerminalParams, TerminalParams, create_terminal_params, terminal_params
 from ._connection import RpcError
-from ._updates import CreateTerminalParams, TerminalParams, create_terminal_params, terminal_params
 
 __all__ = ["ClientTerminals"]
 

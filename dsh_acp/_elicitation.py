@@ -8,8 +8,8 @@ from typing import Any
 
 from dsh_tools.questions import Answer, UserQuestions
 
+from ._client_requests import elicitation_params
 from ._connection import RpcError
-from ._updates import elicitation_params
 
 __all__ = ["ClientQuestions"]
 

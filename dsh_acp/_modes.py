@@ -13,7 +13,7 @@ stale file), and what they ask about (access outside the workspace) is asked in 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from dsh_tools import (
     Allow,
@@ -25,6 +25,8 @@ from dsh_tools import (
     ToolExecution,
     ToolRegistry,
 )
+
+from ._updates import SessionModeState
 
 if TYPE_CHECKING:  # the rules module loads with the first session that can remember answers
     from ._approvals import ProjectRules, Rule
@@ -83,7 +85,7 @@ class PermissionState:
         return self._project
 
 
-def modes_wire(state: PermissionState) -> dict[str, Any]:
+def modes_wire(state: PermissionState) -> SessionModeState:
     """The ACP ``SessionModeState`` for a session."""
     return {
         "currentModeId": state.mode,

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ._config import ModelChoice
 from ._modes import MODES
 from ._session import Session
+from ._updates import ConfigOption, SelectChoice
 
 __all__ = ["EFFORT_OPTION", "REASONING_OPTION", "config_options", "efforts"]
 
@@ -23,10 +23,17 @@ def efforts(session: Session, models: Sequence[ModelChoice]) -> tuple[str, ...]:
     return choice.efforts if choice is not None else ()
 
 
-def config_options(session: Session, models: Sequence[ModelChoice], *, boolean: bool) -> list[dict[str, Any]]:
+def _model_choice(model: ModelChoice) -> SelectChoice:
+    choice: SelectChoice = {"value": model.id, "name": model.name}
+    if model.description:
+        choice["description"] = model.description
+    return choice
+
+
+def config_options(session: Session, models: Sequence[ModelChoice], *, boolean: bool) -> list[ConfigOption]:
     """The complete option list of a session, as every answer and update carries it (``boolean``:
     whether the client shows boolean options)."""
-    options: list[dict[str, Any]] = []
+    options: list[ConfigOption] = []
     if models:
         options.append(
             {
@@ -35,14 +42,7 @@ def config_options(session: Session, models: Sequence[ModelChoice], *, boolean: 
                 "category": "model",
                 "type": "select",
                 "currentValue": session.model_id or models[0].id,
-                "options": [
-                    {
-                        "value": m.id,
-                        "name": m.name,
-                        **({"description": m.description} if m.description else {}),
-                    }
-                    for m in models
-                ],
+                "options": [_model_choice(m) for m in models],
             }
         )
     options.append(

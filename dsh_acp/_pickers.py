@@ -13,7 +13,7 @@ from ._modes import MODES, modes_wire
 from ._options import EFFORT_OPTION, REASONING_OPTION, config_options, efforts
 from ._session import Session
 from ._session_manager import SessionManager
-from ._updates import config_option_update, current_mode_update
+from ._updates import ConfigOption, config_option_update, current_mode_update
 
 __all__ = ["SessionPickers"]
 
@@ -25,7 +25,7 @@ class SessionPickers:
         self.config = config
         self._sessions = sessions
 
-    def options(self, session: Session) -> list[dict[str, Any]]:
+    def options(self, session: Session) -> list[ConfigOption]:
         """The session's complete config option list, as every answer and update carries it."""
         return config_options(session, self.config.models, boolean=self._sessions.profile.boolean_options)
 

@@ -47,6 +47,7 @@ from ._bridge import (
     summary_chunk,
     wire_block,
 )
+from ._client_requests import permission_params
 from ._coalesce import CoalescePolicy, OutputCoalescer
 from ._commands import COMPACT_INSTRUCTION
 from ._compaction import (
@@ -86,7 +87,6 @@ from ._updates import (
     card_details,
     compaction_update,
     notice,
-    permission_params,
     tool_call_update,
     usage_update,
 )

@@ -1,5 +1,5 @@
-"""Every ACP shape the agent sends: ``session/update`` payloads and its requests to the client (the
-``data`` of its errors is written where every error is, in ``_connection``).
+"""Every ``session/update`` payload the agent sends (its requests to the client are in
+``_client_requests``; the ``data`` of its errors is written where every error is, in ``_connection``).
 
 Pure builders over typed dicts, so that a key is spelled once and a field an editor needs cannot
 be forgotten in one of the places that send it. Key order is part of the wire (the goldens pin
@@ -11,7 +11,7 @@ adds its ``sessionId`` when it sends one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any, Literal, NotRequired, TypedDict
 
 __all__ = [
@@ -19,24 +19,24 @@ __all__ = [
     "AgentThoughtChunk",
     "AvailableCommand",
     "AvailableCommandsUpdate",
+    "BooleanOption",
     "CompactionStatus",
     "CompactionSummaryChunk",
     "CompactionUpdate",
+    "ConfigOption",
     "ConfigOptionUpdate",
-    "CreateTerminalParams",
     "CurrentModeUpdate",
-    "ElicitationParams",
     "Location",
+    "ModeInfo",
     "Notice",
     "NoticeSeverity",
-    "PermissionOption",
-    "PermissionParams",
     "Plan",
     "PlanEntry",
-    "ReadTextFileParams",
+    "SelectChoice",
+    "SelectOption",
     "SessionInfoUpdate",
+    "SessionModeState",
     "SessionUpdate",
-    "TerminalParams",
     "TextContent",
     "ToolCall",
     "ToolCallCard",
@@ -46,7 +46,6 @@ __all__ = [
     "UsageUpdate",
     "UserMessageChunk",
     "WireBlock",
-    "WriteTextFileParams",
     "agent_message",
     "agent_thought",
     "available_commands_update",
@@ -54,22 +53,16 @@ __all__ = [
     "compaction_summary_chunk",
     "compaction_update",
     "config_option_update",
-    "create_terminal_params",
     "current_mode_update",
-    "elicitation_params",
     "notice",
-    "permission_params",
     "plan",
-    "read_text_file_params",
     "session_info_update",
-    "terminal_params",
     "text_content",
     "tool_call",
     "tool_call_card",
     "tool_call_update",
     "usage_update",
     "user_message_chunk",
-    "write_text_file_params",
 ]
 
 WireBlock = dict[str, Any]
@@ -275,12 +268,56 @@ def current_mode_update(mode_id: str) -> CurrentModeUpdate:
     return {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
 
 
+class SelectChoice(TypedDict):
+    value: str
+    name: str
+    description: NotRequired[str]
+
+
+class SelectOption(TypedDict):
+    """A picker of one value among ``options`` (the model, the mode, the reasoning effort)."""
+
+    id: str
+    name: str
+    description: NotRequired[str]
+    category: str
+    type: Literal["select"]
+    currentValue: str
+    options: list[SelectChoice]
+
+
+class BooleanOption(TypedDict):
+    """A switch (only for clients that advertised ``session.configOptions.boolean``)."""
+
+    id: str
+    name: str
+    description: str
+    type: Literal["boolean"]
+    currentValue: bool
+
+
+ConfigOption = SelectOption | BooleanOption
+
+
+class ModeInfo(TypedDict):
+    id: str
+    name: str
+    description: str
+
+
+class SessionModeState(TypedDict):
+    """The ``modes`` of a session's answer: the current mode and every mode there is."""
+
+    currentModeId: str
+    availableModes: list[ModeInfo]
+
+
 class ConfigOptionUpdate(TypedDict):
     sessionUpdate: Literal["config_option_update"]
-    configOptions: list[dict[str, Any]]
+    configOptions: list[ConfigOption]
 
 
-def config_option_update(options: list[dict[str, Any]]) -> ConfigOptionUpdate:
+def config_option_update(options: list[ConfigOption]) -> ConfigOptionUpdate:
     """The complete list of the session's config options, after one of them changed."""
     return {"sessionUpdate": "config_option_update", "configOptions": options}
 
@@ -388,111 +425,3 @@ SessionUpdate = (
     | CompactionSummaryChunk
 )
 """Any ``update`` of a ``session/update`` notification the agent sends."""
-
-
-# -- requests to the client ------------------------------------------------------------------
-
-
-class PermissionOption(TypedDict):
-    optionId: str
-    name: str
-    kind: str
-
-
-class PermissionParams(TypedDict):
-    sessionId: str
-    toolCall: ToolCallCard
-    options: list[PermissionOption]
-
-
-def permission_params(
-    session_id: str, tool_call: ToolCallCard, options: Iterable[PermissionOption]
-) -> PermissionParams:
-    """``session/request_permission``: the call's card and the buttons to put on it."""
-    return {"sessionId": session_id, "toolCall": tool_call, "options": list(options)}
-
-
-class ReadTextFileParams(TypedDict):
-    sessionId: str
-    path: str
-
-
-def read_text_file_params(session_id: str, path: str) -> ReadTextFileParams:
-    """``fs/read_text_file``: a file as the editor has it (unsaved changes included)."""
-    return {"sessionId": session_id, "path": path}
-
-
-class WriteTextFileParams(TypedDict):
-    sessionId: str
-    path: str
-    content: str
-
-
-def write_text_file_params(session_id: str, path: str, content: str) -> WriteTextFileParams:
-    """``fs/write_text_file``: a file written through the editor."""
-    return {"sessionId": session_id, "path": path, "content": content}
-
-
-class EnvVariable(TypedDict):
-    name: str
-    value: str
-
-
-class CreateTerminalParams(TypedDict):
-    sessionId: str
-    command: str
-    args: list[str]
-    cwd: str
-    env: list[EnvVariable]
-    outputByteLimit: int
-
-
-def create_terminal_params(
-    session_id: str,
-    command: str,
-    args: Sequence[str],
-    *,
-    cwd: str,
-    env: Mapping[str, str],
-    output_byte_limit: int,
-) -> CreateTerminalParams:
-    """``terminal/create``: a command run in the client's terminal."""
-    return {
-        "sessionId": session_id,
-        "command": command,
-        "args": list(args),
-        "cwd": cwd,
-        "env": [{"name": name, "value": value} for name, value in env.items()],
-        "outputByteLimit": output_byte_limit,
-    }
-
-
-class TerminalParams(TypedDict):
-    sessionId: str
-    terminalId: str
-
-
-def terminal_params(session_id: str, terminal_id: str) -> TerminalParams:
-    """``terminal/output``, ``wait_for_exit``, ``kill`` and ``release``: one terminal of the session."""
-    return {"sessionId": session_id, "terminalId": terminal_id}
-
-
-class ElicitationParams(TypedDict):
-    sessionId: str
-    toolCallId: str
-    mode: Literal["form"]
-    message: str
-    requestedSchema: dict[str, Any]
-
-
-def elicitation_params(
-    session_id: str, call_id: str, message: str, schema: dict[str, Any]
-) -> ElicitationParams:
-    """``elicitation/create`` in form mode: a question to the user, asked for a tool call."""
-    return {
-        "sessionId": session_id,
-        "toolCallId": call_id,
-        "mode": "form",
-        "message": message,
-        "requestedSchema": schema,
-    }
