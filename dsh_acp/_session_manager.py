@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
-from dsh_tools import Services, ToolRegistry
+from dsh_tools import Services, SessionTasks, ToolRegistry
 
 from ._client_profile import ClientProfile
 from ._commands import available_commands
@@ -145,7 +145,8 @@ class SessionManager:
     def _make_tool_side(self, session: Session) -> tuple[ToolRegistry, Services]:
         """A session's tools (its layer over the process-wide ones) and what they reach, made
         when the session first needs them."""
-        registry, services = self.tools.layer(), Services(session.permissions)
+        # Tasks a tool leaves running (a background command) end with the session.
+        registry, services = self.tools.layer(), Services(session.permissions, SessionTasks(self.background))
         services.add(registry, as_type=ToolRegistry)  # what the mode policy looks up
         self._add_client_services(session, registry, services)
         return registry, services

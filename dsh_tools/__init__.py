@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         secret_values,
         without_secrets,
     )
+    from ._tasks import SessionTasks
     from ._text import bound_text, json_safe, shown_bytes, shown_text
     from ._views import (
         DiffCallView,
@@ -172,6 +173,7 @@ _HOME: dict[str, str] = {
     "redact_secret_shapes": "_secrets",
     "secret_values": "_secrets",
     "without_secrets": "_secrets",
+    "SessionTasks": "_tasks",
     "bound_text": "_text",
     "json_safe": "_text",
     "shown_bytes": "_text",
@@ -236,6 +238,7 @@ __all__ = [
     "SchemaSpec",
     "SchemaType",
     "Services",
+    "SessionTasks",
     "TerminalAttached",
     "TerminalCallView",
     "TerminalOutput",

@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from ._tasks import SessionTasks
+
 if TYPE_CHECKING:  # pydantic models: the execution types themselves work without pydantic
     from ._content import ContentBlock
 
@@ -238,6 +240,12 @@ class ToolExecution:
         """Send a progress event to the caller (a no-op when nobody listens)."""
         if self.progress is not None:
             await self.progress(event)
+
+    @property
+    def tasks(self) -> SessionTasks | None:
+        """Where work that outlives this call runs (as long as the session), or ``None`` when
+        the host registered no ``SessionTasks`` for the session."""
+        return self.services.get(SessionTasks)
 
 
 @dataclass(frozen=True, slots=True)

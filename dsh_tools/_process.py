@@ -150,9 +150,9 @@ class GuardedProcess:
     pid (also its group id) or why it could not start; then its exit status once known, and
     control over its whole tree, which its warden keeps.
 
-    A background command is pumped on a thread of its own while ``bash_kill`` stops it from the
-    event loop's: the state is plain assignments, and the socket is closed only once no thread
-    waits on it.
+    Several tasks may wait on it at once (a background command's pump waits for its exit while
+    ``bash_kill`` waits for its tree to go): one of them waits on the socket, the others for it;
+    the socket is closed only once nobody waits on it.
     """
 
     def __init__(self, job: socket.socket) -> None:
@@ -163,6 +163,8 @@ class GuardedProcess:
         self._pid: int | None = None
         self._start_error: OSError | None = None
         self._waiting = 0
+        self._readable: anyio.Event | None = None
+        """Set when the task that waits on the socket is done waiting (the others wait for it)."""
         self._closing = False
 
     async def started(self) -> int:
@@ -229,15 +231,22 @@ class GuardedProcess:
 
     async def _event(self) -> None:
         """Until the warden says something (or goes)."""
-        if not self._pump() and not self._gone:
-            self._waiting += 1
-            try:
-                await anyio.wait_readable(self._job)
-            finally:
-                self._waiting -= 1
-                if self._closing and not self._waiting:
-                    self._job.close()
-            self._pump()
+        if self._pump() or self._gone:
+            return
+        if self._readable is not None:  # another task waits on the socket: anyio allows one
+            await self._readable.wait()
+            return
+        self._readable = anyio.Event()
+        self._waiting += 1
+        try:
+            await anyio.wait_readable(self._job)
+        finally:
+            readable, self._readable = self._readable, None
+            readable.set()  # cancelled or not: a task that waited for this one now looks again
+            self._waiting -= 1
+            if self._closing and not self._waiting:
+                self._job.close()
+        self._pump()
 
     async def wait(self) -> int | None:
         """Until the leader exits; its status (``None`` if its warden was killed before telling)."""

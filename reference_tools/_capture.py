@@ -8,7 +8,6 @@ outgrows head + tail, so the marker can say where to find it. Small outputs neve
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 
 __all__ = ["StreamCapture", "incomplete_suffix"]
@@ -36,7 +35,7 @@ def _continuations(data: bytes | bytearray) -> int:
 class StreamCapture:
     """The bounded capture of one stream (``label`` is ``"stdout"`` or ``"stderr"``).
 
-    ``feed`` and ``take`` may run on different threads (a background command is pumped on its own).
+    ``feed`` and ``take`` run on the session's event loop (a background command is pumped by a task).
     ``spill_path`` is called at most once, when the stream first outgrows ``head + tail``; with
     none the stream is never saved, and ``note`` says where else it can be found.
     """
@@ -66,23 +65,21 @@ class StreamCapture:
         self._fd = -1
         self._spilled = 0
         self._spill_problem: str | None = None
-        self._lock = threading.Lock()
 
     def feed(self, data: bytes) -> None:
         """Add a chunk of output."""
-        with self._lock:
-            self.total += len(data)
-            self._spill(data)
-            self._size += len(data)
-            room = self._head_max - len(self._head)
-            if room > 0:
-                self._head += data[:room]
-                data = data[room:]
-            if len(data) >= self._tail_max:
-                self._tail[:] = data[len(data) - self._tail_max :]
-            elif data:
-                self._tail += data
-                del self._tail[: max(0, len(self._tail) - self._tail_max)]
+        self.total += len(data)
+        self._spill(data)
+        self._size += len(data)
+        room = self._head_max - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if len(data) >= self._tail_max:
+            self._tail[:] = data[len(data) - self._tail_max :]
+        elif data:
+            self._tail += data
+            del self._tail[: max(0, len(self._tail) - self._tail_max)]
 
     def take(self, *, final: bool) -> str:
         """The window as text (head, marker, tail), and start a new window.
@@ -91,33 +88,31 @@ class StreamCapture:
         Unless ``final``, an incomplete character at the end waits for the next window instead of
         being mangled.
         """
-        with self._lock:
-            head, tail = self._head, self._tail
-            dropped = self._size - len(head) - len(tail)
-            if not dropped:
-                head += tail
-                tail = bytearray()
-            carry = 0 if final else incomplete_suffix(tail or head)
-            if dropped:
-                cut, skip = incomplete_suffix(head), _continuations(tail)
-                dropped += cut + skip
-                text = (
-                    head[: len(head) - cut].decode("utf-8", "backslashreplace")
-                    + f"\n[... {dropped} bytes omitted; {self._note()} ...]\n"
-                    + tail[skip : len(tail) - carry].decode("utf-8", "backslashreplace")
-                )
-            else:
-                text = head[: len(head) - carry].decode("utf-8", "backslashreplace")
-            rest = (tail or head)[len(tail or head) - carry :]
-            self._head, self._tail, self._size = bytearray(rest), bytearray(), len(rest)
-            return text
+        head, tail = self._head, self._tail
+        dropped = self._size - len(head) - len(tail)
+        if not dropped:
+            head += tail
+            tail = bytearray()
+        carry = 0 if final else incomplete_suffix(tail or head)
+        if dropped:
+            cut, skip = incomplete_suffix(head), _continuations(tail)
+            dropped += cut + skip
+            text = (
+                head[: len(head) - cut].decode("utf-8", "backslashreplace")
+                + f"\n[... {dropped} bytes omitted; {self._note()} ...]\n"
+                + tail[skip : len(tail) - carry].decode("utf-8", "backslashreplace")
+            )
+        else:
+            text = head[: len(head) - carry].decode("utf-8", "backslashreplace")
+        rest = (tail or head)[len(tail or head) - carry :]
+        self._head, self._tail, self._size = bytearray(rest), bytearray(), len(rest)
+        return text
 
     def close(self) -> None:
         """Close the spill file (it stays on disk; the session removes it)."""
-        with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def _note(self) -> str:
         if self._spill_path is None:

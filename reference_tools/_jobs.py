@@ -2,8 +2,8 @@
 
 A job pumps its two pipes into bounded captures (reporting live text on the way), waits for its
 leader, then stops whatever the command left behind in its group. A foreground job is pumped by
-the tool call itself; a background job by a thread of its own, so that it outlives the call
-without needing a task group that outlives it.
+the tool call itself; a background job by a task in the session's ``SessionTasks``, so that it
+outlives the call and ends with the session.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ import logging
 import math
 import os
 import shutil
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 import anyio
 
-from dsh_tools import ProgressSink, TerminalOutput, without_secrets
+from dsh_tools import ProgressSink, SessionTasks, TerminalOutput, without_secrets
 from dsh_tools.processes import ProcessGroup, signal_name
 
 from ._capture import StreamCapture
@@ -102,7 +101,7 @@ class Job:
         """Why the command did not finish on its own (timed out), else ``None``."""
         self.stopped_leftovers = False
         """Whether processes the command left running were stopped when it ended."""
-        self.finished = threading.Event()
+        self.finished = anyio.Event()
         """Set once the output is complete and the group is gone (or given up on)."""
 
     def _saved(self) -> str:
@@ -190,9 +189,10 @@ class Job:
         done.set()
 
     async def wait_finished(self) -> bool:
-        """Wait (a bounded time) until a job pumped on another thread is finished."""
-        seconds = self._settings.kill_grace_s + 2 * self._settings.settle_s + 1
-        return await anyio.to_thread.run_sync(self.finished.wait, seconds, abandon_on_cancel=True)
+        """Wait (a bounded time) until a job pumped by another task is finished."""
+        with anyio.move_on_after(self._settings.kill_grace_s + 2 * self._settings.settle_s + 1):
+            await self.finished.wait()
+        return self.finished.is_set()
 
     async def stop(self) -> None:
         """Stop the whole group (SIGTERM, then SIGKILL after the grace period)."""
@@ -214,7 +214,6 @@ class Shell:
         self._dir: str | None = None
         self._made_dir = False
         self._paths: list[str] = []
-        self._lock = threading.Lock()  # spill paths are asked for on background threads too
 
     async def start(self, command: str, cwd: str, *, background: bool) -> Job:
         """Spawn ``command`` in ``cwd``; raises ``SpawnError`` when it cannot start."""
@@ -246,35 +245,39 @@ class Shell:
         finally:
             self._running.discard(job)
 
-    def run_in_background(self, job: Job, time_limit: float) -> None:
-        """Pump ``job`` on a thread of its own (with its own event loop) until it ends."""
+    def run_in_background(self, job: Job, time_limit: float, tasks: SessionTasks) -> None:
+        """Pump ``job`` in the session's ``tasks`` until it ends (or the session closes)."""
 
-        def pump() -> None:
+        async def pump() -> None:
             try:
-                anyio.run(job.run, None, time_limit)
+                await job.run(None, time_limit)
             except Exception as error:  # a bug: never leave the command running unobserved
                 _log.exception("reading the output of background task %s failed", job.name)
                 job.error = f"its output could not be read ({error})"
-                anyio.run(job.stop)
+                with anyio.CancelScope(shield=True):
+                    await job.stop()
+            except BaseException:  # the session closes: nothing it started outlives it
+                with anyio.CancelScope(shield=True):
+                    await job.stop()
+                raise
 
-        threading.Thread(target=pump, name=f"bash {job.name}", daemon=True).start()
+        tasks.start_soon(pump, name=f"bash {job.name}")
 
     def spill_path(self, name: str) -> str:
         """A path for a spill file in the session's private directory (made on first use)."""
-        with self._lock:
-            if self._dir is None:
-                if self.settings.spill_dir is None:
-                    import tempfile  # only once output spills: keeps the idle agent small
+        if self._dir is None:
+            if self.settings.spill_dir is None:
+                import tempfile  # only once output spills: keeps the idle agent small
 
-                    self._dir, self._made_dir = tempfile.mkdtemp(prefix="dsh-bash-"), True
-                else:
-                    self._dir = self.settings.spill_dir
-                    if not os.path.isdir(self._dir):
-                        os.makedirs(self._dir, mode=0o700)
-                        self._made_dir = True
-            path = os.path.join(self._dir, name)
-            self._paths.append(path)
-            return path
+                self._dir, self._made_dir = tempfile.mkdtemp(prefix="dsh-bash-"), True
+            else:
+                self._dir = self.settings.spill_dir
+                if not os.path.isdir(self._dir):
+                    os.makedirs(self._dir, mode=0o700)
+                    self._made_dir = True
+        path = os.path.join(self._dir, name)
+        self._paths.append(path)
+        return path
 
     async def aclose(self) -> None:
         """Stop every job, wait for background pumps, remove the spill files."""
@@ -286,12 +289,11 @@ class Shell:
             for job in self.tasks.values():
                 if not await job.wait_finished():
                     _log.warning("background task %s did not finish", job.name)
-        with self._lock:
-            for path in self._paths:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-            if self._made_dir and self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
-            self._paths.clear()
+        for path in self._paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        if self._made_dir and self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self._paths.clear()

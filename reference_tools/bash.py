@@ -148,13 +148,17 @@ async def _bash(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
             _log.warning("the client's terminals failed (%s); bash runs commands itself from now on", error)
         else:
             return _hosted_output(run, cwd)
+    tasks = execution.tasks
+    if background and tasks is None:
+        raise ToolError("this host keeps no session tasks: run the command without run_in_background")
     try:
         job = await shell.start(args["command"], cwd, background=background)
     except _SpawnError as error:
         meta = {"exit_code": None, "signal": None, "cwd": cwd, "error": str(error)}
         return ToolOutput([text(f"Error: {error}")], meta=meta, is_error=True)
     if background:
-        shell.run_in_background(job, timeout)
+        assert tasks is not None  # checked before the command started
+        shell.run_in_background(job, timeout, tasks)
         return ToolOutput(
             [
                 text(

@@ -24,6 +24,7 @@ from dsh_tools import (
     PreNext,
     PreToolDecision,
     Services,
+    SessionTasks,
     TerminalCallView,
     TerminalOutput,
     TerminalResultView,
@@ -81,9 +82,13 @@ def text_of(result: ToolExecutionResult) -> str:
 async def session(tmp_path: Path) -> Any:
     work = tmp_path / "work"
     work.mkdir()
-    services = Services(BashSettings(kill_grace_s=0.3, spill_dir=str(tmp_path / "spill")))
-    yield Session(work, services)
-    await services.aclose()
+    # As a host does: the session's tasks run in a group that outlives the session.
+    async with anyio.create_task_group() as group:
+        tasks = SessionTasks(group)
+        services = Services(tasks, BashSettings(kill_grace_s=0.3, spill_dir=str(tmp_path / "spill")))
+        yield Session(work, services)
+        await services.aclose()
+        assert len(tasks) == 0  # nothing a tool started outlives the session
 
 
 def running(pid: int) -> bool:
@@ -482,6 +487,54 @@ async def test_background_tasks_die_with_their_session(session: Session) -> None
     assert all(running(pid) for pid in pids)
     await session.services.aclose()
     await assert_gone(pids, within=1)
+
+
+async def test_a_background_job_is_a_session_task_not_a_thread(session: Session) -> None:
+    import threading
+
+    tasks = session.services.get(SessionTasks)
+    assert tasks is not None
+    threads = threading.active_count()
+    await session.call("bash", command="sleep 1000", run_in_background=True)
+    assert len(tasks) == 1  # its output is pumped by a task of the session, on the session's loop
+    assert threading.active_count() == threads
+    await session.call("bash_kill", task_id="bg-1")  # returns once the job is finished
+    assert len(tasks) == 0  # its task ended with it
+
+
+async def test_a_session_that_closes_cancels_its_tasks_even_if_the_tool_does_not(tmp_path: Path) -> None:
+    # The shell's own close stops its jobs first; a session's tasks are cancelled anyway.
+    async with anyio.create_task_group() as group:
+        tasks = SessionTasks(group)
+        ended: list[str] = []
+
+        async def forever() -> None:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                ended.append("cancelled")
+
+        async def fails() -> None:
+            raise RuntimeError("a bug in a task")
+
+        tasks.start_soon(forever)
+        tasks.start_soon(fails)  # logged; the group and the other task go on
+        await anyio.sleep(0.01)
+        assert len(tasks) == 1
+        await tasks.aclose()
+        assert ended == ["cancelled"]
+        with pytest.raises(RuntimeError, match="closed"):
+            tasks.start_soon(forever)
+
+
+async def test_without_session_tasks_background_commands_are_refused(tmp_path: Path) -> None:
+    session = Session(tmp_path, Services())
+    result = await session.call("bash", command="sleep 1000", run_in_background=True)
+    assert result.is_error
+    assert text_of(result) == (
+        "Error: this host keeps no session tasks: run the command without run_in_background"
+    )
+    await session.services.aclose()
 
 
 async def test_background_output_is_bounded_and_spilled(session: Session, tmp_path: Path) -> None:

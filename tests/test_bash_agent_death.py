@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.skipif(sys.platform != "linux", rea
 AGENT = """
 import sys
 import anyio
-from dsh_tools import Services, ToolExecution, ToolRegistry
+from dsh_tools import Services, SessionTasks, ToolExecution, ToolRegistry
 from reference_tools.bash import bash_tools
 
 
@@ -31,19 +31,21 @@ async def main() -> None:
 
     command, cwd, mode = sys.argv[1:]
     arguments = {"command": command, "description": "spawn a tree", "run_in_background": mode == "bg"}
-    services = Services()
-    execution = ToolExecution(
-        call_id="c1", name="bash", arguments=arguments, cwd=cwd, services=services, progress=show
-    )
-    await registry.execute(execution)
-    while True:  # a background task reports through bash_output
-        output = ToolExecution(
-            call_id="c2", name="bash_output", arguments={"task_id": "bg-1"}, cwd=cwd, services=services
+    async with anyio.create_task_group() as group:
+        services = Services(SessionTasks(group))
+        execution = ToolExecution(
+            call_id="c1", name="bash", arguments=arguments, cwd=cwd, services=services, progress=show
         )
-        result = await registry.execute(output)
-        sys.stdout.writelines(f"{line}\\n" for line in result.content[0].text.splitlines() if line.isdigit())
-        sys.stdout.flush()
-        await anyio.sleep(0.02)
+        await registry.execute(execution)
+        while True:  # a background task reports through bash_output
+            output = ToolExecution(
+                call_id="c2", name="bash_output", arguments={"task_id": "bg-1"}, cwd=cwd, services=services
+            )
+            result = await registry.execute(output)
+            lines = result.content[0].text.splitlines()
+            sys.stdout.writelines(f"{line}\\n" for line in lines if line.isdigit())
+            sys.stdout.flush()
+            await anyio.sleep(0.02)
 
 
 anyio.run(main)
