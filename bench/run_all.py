@@ -33,7 +33,7 @@ def _cell(figures: dict[str, float], name: str, digits: int) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
-def table(sessions: tuple[float, int, float] | None, session_count: int) -> list[str]:
+def table(sessions: tuple[float, int, float] | None, traced: float | None, session_count: int) -> list[str]:
     rows = [
         "| figure | " + " | ".join(HEADINGS) + " | target |",
         "|---|" + "---:|" * len(HEADINGS) + "---|",
@@ -56,6 +56,8 @@ def table(sessions: tuple[float, int, float] | None, session_count: int) -> list
         blank = " | ".join("" for _ in HEADINGS[1:])
         most_bytes, most_fds = bench_sessions.TARGET_BYTES, bench_sessions.TARGET_FDS
         rows.append(f"| memory per idle session, RSS (B) | {per_session:,.0f} | {blank} | ≤ {most_bytes} |")
+        if traced is not None:
+            rows.append(f"| Python objects per idle session, tracemalloc (B) | {traced:,.0f} | {blank} | |")
         rows.append(f"| descriptors after {session_count:,} sessions | {fds} | {blank} | ≤ {most_fds} |")
         rows.append(f"| `session/new` round trip (ms) | {seconds * 1e3:.2f} | {blank} | |")
     return rows
@@ -72,7 +74,7 @@ def main() -> int:
     if bench_agent.TS_SDK not in bench_agent.AGENTS:
         print("note: node or tests/client/node_modules is missing: no TypeScript SDK column")
     missed = bench_agent.main(args.runs, args.turns, args.chunks, bytecode_cache=True)
-    sessions = None
+    sessions, traced = None, None
     if args.sessions:
         print(f"\nidle sessions: {args.session_runs} agents × {args.sessions} session/new")
         results = [bench_sessions.run(args.sessions, "openai:gpt-4.1") for _ in range(args.session_runs)]
@@ -81,6 +83,7 @@ def main() -> int:
             max(r[1] for r in results),
             statistics.median(r[2] for r in results),
         )
+        traced = bench_sessions.traced(args.sessions, "openai:gpt-4.1")
         if sessions[0] > bench_sessions.TARGET_BYTES:
             missed.append(f"memory per idle session {sessions[0]:.0f} B > {bench_sessions.TARGET_BYTES} B")
         if sessions[1] > bench_sessions.TARGET_FDS:
@@ -89,7 +92,7 @@ def main() -> int:
         f"\nmedians of one run, {platform.python_implementation()} {platform.python_version()}, "
         f"{platform.machine()}; ratios are dsh-acp / floor"
     )
-    print("\n".join(table(sessions, args.sessions)))
+    print("\n".join(table(sessions, traced, args.sessions)))
     for miss in missed:
         print(f"MISSED: {miss}")
     return 1 if missed else 0
