@@ -6,10 +6,10 @@ Kept free of heavy imports: it is built before ``initialize`` is answered.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +34,11 @@ FIXED_TIME = "2026-01-01T00:00:00Z"
 
 
 def utc_now() -> str:
-    """The current time as ISO 8601 UTC (the session log's timestamps)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """The current time as ISO 8601 UTC (the session log's timestamps), with microseconds.
+    The ``time`` module, not ``datetime``: the agent would import ``datetime`` for this alone,
+    before it answers ``initialize``."""
+    seconds, nanoseconds = divmod(time.time_ns(), 1_000_000_000)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{nanoseconds // 1000:06d}Z"
 
 
 VERSION = "0.1.0"
