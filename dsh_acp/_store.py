@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import orjson
 
-from dsh_tools import redact_secret_shapes, secret_values
+from dsh_tools import KnownSecrets, secret_values
 
 from ._claims import Claims, SessionBusy
 from ._config import default_state_dir
@@ -85,26 +85,17 @@ class Redactor:
         env = os.environ if environ is None else environ
         self._values = {s for s in secrets if s and len(s) >= 6}
         self._values |= secret_values(env)
-        self._pattern: re.Pattern[str] | None = None
-        self._compile()
-
-    def _compile(self) -> None:
-        ordered = sorted(self._values, key=len, reverse=True)  # the longest secret wins an overlap
-        self._pattern = re.compile("|".join(re.escape(v) for v in ordered)) if ordered else None
+        self._known = KnownSecrets(self._values)
 
     def add(self, secret: str | None) -> None:
         """Also redact ``secret`` from now on (a key stored by ``dsh-acp login`` after start-up)."""
         if secret and len(secret) >= 6 and secret not in self._values:
             self._values.add(secret)
-            self._compile()
+            self._known = KnownSecrets(self._values)
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, str):
-            # One substring search per secret is ~30× cheaper than the alternation trying every
-            # position, and a long message usually holds none of them.
-            if self._pattern is not None and any(secret in value for secret in self._values):
-                value = self._pattern.sub("[REDACTED]", value)
-            return redact_secret_shapes(value)
+            return self._known.redact(value)
         if isinstance(value, list):
             return [self(item) for item in value]
         if isinstance(value, dict):

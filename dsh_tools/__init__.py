@@ -84,6 +84,7 @@ if TYPE_CHECKING:
         validate_args,
     )
     from ._secrets import (
+        KnownSecrets,
         is_secret_name,
         is_secret_variable,
         redact_secret_shapes,
@@ -168,6 +169,7 @@ _HOME: dict[str, str] = {
     "check_schema_spec": "_schema",
     "schema_spec_to_json_schema": "_schema",
     "validate_args": "_schema",
+    "KnownSecrets": "_secrets",
     "is_secret_name": "_secrets",
     "is_secret_variable": "_secrets",
     "redact_secret_shapes": "_secrets",
@@ -221,6 +223,7 @@ __all__ = [
     "GenericResultView",
     "HarnessError",
     "ImageBlock",
+    "KnownSecrets",
     "Location",
     "PathSubject",
     "PlanEntry",

@@ -15,9 +15,16 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
-__all__ = ["is_secret_name", "is_secret_variable", "redact_secret_shapes", "secret_values", "without_secrets"]
+__all__ = [
+    "KnownSecrets",
+    "is_secret_name",
+    "is_secret_variable",
+    "redact_secret_shapes",
+    "secret_values",
+    "without_secrets",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -35,38 +42,79 @@ _HINT_WORDS = frozenset(
 )
 _WORD_SPLIT = re.compile(r"[_\-.]+")
 
-# Secrets recognisable by their shape alone: (a character every match contains, a literal every
-# match contains, one token's pattern). For a URL only its password (the ``pw`` group) is the
-# secret. One pattern per shape, each run only when its literal is in the text: an alternation of
-# them all would make the engine try every position (50× slower on ordinary output); so would a
-# leading ``\b``, so the word boundary before a token is checked on the match instead
-# (``_is_token``). Looking for a literal costs about 0.5 ns a character, for one character
-# (``memchr``) a hundredth of that: the characters are looked for first, once per text, so text
-# without them (most prose, a streamed message) is not searched for the literals at all.
-_SHAPE_SOURCES = (
-    (":", "://", r":(?P<url>//[^\s/?#@:'\"]*:)(?P<pw>[^\s/?#@'\"]+)(?=@)"),
-    ("-", "sk-", r"sk-(?:ant-|proj-|svcacct-)?[A-Za-z0-9_\-]{20,}"),
-    ("_", "gh", r"gh[pousr]_[A-Za-z0-9]{30,}"),
-    ("_", "github_pat_", r"github_pat_[A-Za-z0-9_]{30,}"),
-    ("-", "xox", r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
-    ("K", "AKIA", r"AKIA[0-9A-Z]{16}\b"),
-    ("S", "ASIA", r"ASIA[0-9A-Z]{16}\b"),
-    ("J", "eyJ", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    ("-", "glpat-", r"glpat-[A-Za-z0-9_\-]{20,}"),
-    ("I", "AIza", r"AIza[0-9A-Za-z_\-]{35}"),
-    ("_", "npm_", r"npm_[A-Za-z0-9]{36}"),
-    ("_", "sk_", r"sk_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("_", "rk_", r"rk_(?:live|test)_[A-Za-z0-9]{16,}"),
-    (":", "hooks.slack.com", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
-    ("-", "PRIVATE KEY", r"-----BEGIN[A-Z ]* PRIVATE KEY-----(?:[\s\S]*?-----END[A-Z ]* PRIVATE KEY-----)?"),
+# Secrets recognisable by their shape alone: (the literals one of which starts every match, one
+# token's pattern). For a URL only its password (the ``pw`` group) is the secret. All the literals
+# are looked for in one pass (an Aho–Corasick automaton: about a nanosecond a character whatever
+# their number, where a substring search per literal, or an alternation the regex engine tries at
+# every position, costs one to two orders of magnitude more on code); a shape's pattern then runs
+# only where one of its literals was found, anchored there. A leading ``\b`` would be slow too, so
+# the word boundary before a token is checked on the match instead (``_is_token``).
+_SHAPE_SOURCES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("://",), r":(?P<url>//[^\s/?#@:'\"]*:)(?P<pw>[^\s/?#@'\"]+)(?=@)"),
+    (("sk-",), r"sk-(?:ant-|proj-|svcacct-)?[A-Za-z0-9_\-]{20,}"),
+    (tuple(f"gh{kind}_" for kind in "pousr"), r"gh[pousr]_[A-Za-z0-9]{30,}"),
+    (("github_pat_",), r"github_pat_[A-Za-z0-9_]{30,}"),
+    (tuple(f"xox{kind}-" for kind in "abposr"), r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
+    (("AKIA",), r"AKIA[0-9A-Z]{16}\b"),
+    (("ASIA",), r"ASIA[0-9A-Z]{16}\b"),
+    (("eyJ",), r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+    (("glpat-",), r"glpat-[A-Za-z0-9_\-]{20,}"),
+    (("AIza",), r"AIza[0-9A-Za-z_\-]{35}"),
+    (("npm_",), r"npm_[A-Za-z0-9]{36}"),
+    (("sk_live_", "sk_test_"), r"sk_(?:live|test)_[A-Za-z0-9]{16,}"),
+    (("rk_live_", "rk_test_"), r"rk_(?:live|test)_[A-Za-z0-9]{16,}"),
+    (("https://hooks.slack.com/",), r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
+    (("-----BEGIN",), r"-----BEGIN[A-Z ]* PRIVATE KEY-----(?:[\s\S]*?-----END[A-Z ]* PRIVATE KEY-----)?"),
 )
-_SHAPE_CHARACTERS = frozenset(character for character, _, _ in _SHAPE_SOURCES)
+
+
+class _Automaton:
+    """Many literals looked for in one pass, leftmost first (or longest), never overlapping: the
+    kinds whose search skips ahead to the literals' rare bytes (an overlapping search looks at
+    every byte, five times slower). The text is searched as UTF-8 bytes (lone surrogates, as
+    undecodable names and output carry, pass as themselves): a match of UTF-8 in UTF-8 always
+    starts and ends on a character, and for ASCII text (most is) the offsets are the same."""
+
+    def __init__(self, literals: Sequence[str], *, longest: bool = False) -> None:
+        from ahocorasick_rs import BytesAhoCorasick, MatchKind
+
+        kind = MatchKind.LeftmostLongest if longest else MatchKind.LeftmostFirst
+        encoded = [literal.encode("utf-8", "surrogatepass") for literal in literals]
+        self._bytes = BytesAhoCorasick(encoded, matchkind=kind)
+
+    def find(self, text: str) -> list[tuple[int, int, int]]:
+        """``(literal index, start, end)`` of each occurrence found, in characters."""
+        if text.isascii():
+            return self._bytes.find_matches_as_indexes(text.encode("ascii"))
+        data = text.encode("utf-8", "surrogatepass")
+        found: list[tuple[int, int, int]] = []
+        done = character = 0  # byte and character offsets of the end of the last match
+        for index, start, end in self._bytes.find_matches_as_indexes(data):
+            character += len(data[done:start].decode("utf-8", "surrogatepass"))
+            width = len(data[start:end].decode("utf-8", "surrogatepass"))
+            found.append((index, character, character + width))
+            done, character = end, character + width
+        return found
+
+
+class _Shapes:
+    """The automaton of every shape's literals, and for each literal its shape's pattern."""
+
+    def __init__(self) -> None:
+        literals: list[str] = []
+        self.patterns: list[re.Pattern[str]] = []
+        for starts, source in _SHAPE_SOURCES:
+            pattern = re.compile(source)
+            for literal in starts:
+                literals.append(literal)
+                self.patterns.append(pattern)
+        self.automaton = _Automaton(literals)
 
 
 @functools.cache
-def _shapes() -> tuple[tuple[str, str, re.Pattern[str]], ...]:
-    # Compiled at first use: start-up pays nothing for them.
-    return tuple((character, literal, re.compile(source)) for character, literal, source in _SHAPE_SOURCES)
+def _shapes() -> _Shapes:
+    # Built at first use: start-up pays nothing for it.
+    return _Shapes()
 
 
 def _is_token(match: re.Match[str]) -> bool:
@@ -78,18 +126,24 @@ def _is_token(match: re.Match[str]) -> bool:
     return not (before.isalnum() or before == "_")
 
 
-def _candidates(text: str) -> Iterator[re.Pattern[str]]:
-    """The shapes' patterns that may match in ``text`` (its character and its literal occur)."""
-    present = {character for character in _SHAPE_CHARACTERS if character in text}
-    if present:
-        for character, literal, pattern in _shapes():
-            if character in present and literal in text:
-                yield pattern
-
-
 def _tokens(text: str) -> Iterator[re.Match[str]]:
-    for pattern in _candidates(text):
-        yield from (match for match in pattern.finditer(text) if _is_token(match))
+    """The secret tokens in ``text``, in order, none overlapping the one before.
+
+    The search of the literals does not look for one that starts inside another it found; that
+    one would follow a letter, a digit or ``_`` of the first, so it could not start a token
+    anyway (no literal fits after a ``-``, ``:``, ``/`` or ``.`` inside another one:
+    ``test_no_literal_starts_a_token_inside_another`` checks the table).
+    """
+    shapes = _shapes()
+    patterns = shapes.patterns
+    end = 0
+    for index, start, _ in shapes.automaton.find(text):
+        if start < end:
+            continue  # inside the token before
+        match = patterns[index].match(text, start)
+        if match is not None and _is_token(match):
+            yield match
+            end = match.end()
 
 
 _MIN_RANDOM_LENGTH = 20
@@ -159,12 +213,40 @@ def redact_secret_shapes(text: str, replacement: str = REDACTED) -> str:
     """``text`` with every token of a known secret shape replaced (a URL keeps all but its password)."""
     if not text:
         return text
-
-    def replace(match: re.Match[str]) -> str:
+    pieces: list[str] = []
+    done = 0
+    for match in _tokens(text):
         if match.re.groupindex.get("url"):
-            return ":" + match["url"] + replacement
-        return replacement if _is_token(match) else match[0]
+            start = match.start("pw")
+            pieces.append(text[done:start])
+        else:
+            pieces.append(text[done : match.start()])
+        pieces.append(replacement)
+        done = match.end()
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
 
-    for pattern in list(_candidates(text)):  # decided on the text as it came: a replacement adds none
-        text = pattern.sub(replace, text)
-    return text
+
+class KnownSecrets:
+    """Redacts known secret values (the longest wins an overlap), then every token of a known
+    shape, from text: one pass over the text for the values, one for the shapes' literals."""
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        self.values = frozenset(value for value in values if value)
+        self._automaton = _Automaton(sorted(self.values), longest=True) if self.values else None
+
+    def redact(self, text: str, replacement: str = REDACTED) -> str:
+        automaton = self._automaton
+        if automaton is not None and text:
+            hits = automaton.find(text)
+            if hits:
+                pieces: list[str] = []
+                done = 0
+                for _, start, end in hits:
+                    pieces += (text[done:start], replacement)
+                    done = end
+                pieces.append(text[done:])
+                text = "".join(pieces)
+        return redact_secret_shapes(text, replacement)

@@ -107,3 +107,50 @@ def test_text_without_a_shape_comes_back_as_it_was() -> None:
     assert redact_secret_shapes(prose) is prose
     code = "def risk_score(task_id: str) -> int:  # sk- and gh_ alone are not tokens\n" * 100
     assert redact_secret_shapes(code) == code
+
+
+def test_offsets_hold_after_characters_beyond_ascii() -> None:
+    # The one-pass search counts in characters: text before a token may be of any width.
+    token = "ghp_" + "A1" * 16
+    text = f"naïve 日本語 🙂 {token} and sk_live_{'x' * 16}, done"
+    assert redact_secret_shapes(text) == "naïve 日本語 🙂 [REDACTED] and [REDACTED], done"
+    redact = Redactor(["clé-secrète-1234"], environ={})
+    assert redact(f"é {token} clé-secrète-1234 🙂") == "é [REDACTED] [REDACTED] 🙂"
+
+
+def test_the_longest_known_value_wins_an_overlap() -> None:
+    redact = Redactor(["abcdefgh1234", "abcdefgh1234567", "1234567-zz"], environ={})
+    assert redact("x abcdefgh1234567 y abcdefgh1234 z") == "x [REDACTED] y [REDACTED] z"
+    assert redact({"a": ["abcdefgh1234567-zz"], "b": 3}) == {"a": ["[REDACTED]-zz"], "b": 3}
+
+
+def test_a_shape_inside_a_longer_shape_is_one_redaction() -> None:
+    token = "sk-proj-" + "a" * 10 + "AKIAIOSFODNN7EXAMPLE"
+    assert redact_secret_shapes(f"[{token}]") == "[[REDACTED]]"
+    url = f"https://user:{token}@host/x"
+    assert redact_secret_shapes(url) == "https://user:[REDACTED]@host/x"
+
+
+def test_no_literal_starts_a_token_inside_another() -> None:
+    # The one-pass search does not look inside a literal it found; a literal that fits after a
+    # character that may precede a token (``_is_token``: not a letter, digit or ``_``) inside
+    # another one would be missed.
+    from dsh_tools._secrets import _SHAPE_SOURCES
+
+    literals = [literal for starts, _ in _SHAPE_SOURCES for literal in starts]
+    for outer in literals:
+        for offset in range(1, len(outer)):
+            before = outer[offset - 1]
+            if before.isalnum() or before == "_":
+                continue
+            tail = outer[offset:]
+            fits = [inner for inner in literals if inner.startswith(tail) or tail.startswith(inner)]
+            assert not fits, (outer, offset, fits)
+
+
+def test_text_with_lone_surrogates_is_redacted_too() -> None:
+    # Undecodable bytes of a file name or of a command's output arrive as lone surrogates.
+    token = "ghp_" + "A1" * 16
+    assert redact_secret_shapes(f"caf\udce9 {token} \udcff") == "caf\udce9 [REDACTED] \udcff"
+    redact = Redactor(["pass\udcfdword-1"], environ={})
+    assert redact(f"\udcfd x pass\udcfdword-1 {token}") == "\udcfd x [REDACTED] [REDACTED]"
