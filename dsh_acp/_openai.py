@@ -13,8 +13,8 @@ server is known to be llama.cpp); ``stall_timeout`` bounds the silence between b
 answer streams; ``request_timeout`` bounds the whole response.
 
 Context windows: unless the config file sets one, a self-hosted server is asked once per base
-URL and model (``GET /models``: llama.cpp's ``meta.n_ctx``, vLLM's ``max_model_len``), and a
-context-size error teaches the window too; ``context_window`` is then what the usage meter and
+URL and model (``_server_info``: llama.cpp, vLLM, Ollama), and a context-size error teaches the
+window too; ``context_window`` is then what the usage meter and
 automatic compaction use.
 
 Failure policy: a request the server refuses as too large for its context raises
@@ -60,6 +60,7 @@ from ._model import (
     Usage,
     UserMessage,
 )
+from ._server_info import SERVER_INFO, ServerInfo, ask_server
 from ._settings import ModelSettings, is_self_hosted
 
 if TYPE_CHECKING:
@@ -86,19 +87,6 @@ _DETAIL_CHARS: Final = 1200
 """A server's error message is kept whole up to this; longer, its middle is cut (its cause, often
 last, stays)."""
 _INFO_TIMEOUT: Final = 5.0
-
-
-@dataclass(slots=True)
-class ServerInfo:
-    """What a server said about a model: its context window, and whether it sends llama.cpp's
-    prompt-processing progress."""
-
-    context_window: int | None = None
-    progress: bool = False
-
-
-_SERVER_INFO: dict[tuple[str, str], ServerInfo] = {}
-"""Per base URL and model, for the life of the process: asked once, however many sessions."""
 
 
 # -- server-sent events ---------------------------------------------------------------------
@@ -538,7 +526,7 @@ class OpenAIModel:
         settings = self.settings
         if settings.context_window_configured:
             return settings.context_window
-        info = _SERVER_INFO.get(self._key)
+        info = SERVER_INFO.get(self._key)
         if info is not None and info.context_window:
             return info.context_window
         return settings.context_window
@@ -546,28 +534,21 @@ class OpenAIModel:
     async def server_info(self) -> ServerInfo:
         """Ask a self-hosted server about the model once per process (cloud APIs' windows are in
         the table of known models)."""
-        info = _SERVER_INFO.get(self._key)
+        info = SERVER_INFO.get(self._key)
         if info is not None:
             return info
         info = ServerInfo()
         if is_self_hosted(self.settings.base_url):
             try:
                 with anyio.fail_after(_INFO_TIMEOUT):
-                    info = await self._ask_models()
+                    info = await ask_server(self._http(), self.settings.base_url, self.settings.model)
             except Exception as error:  # a server without /models still serves chats
                 _log.info("could not ask %s about its models: %s", self._where, type(error).__name__)
         # Learned meanwhile (a context-size error of a concurrent request) is kept.
-        return _SERVER_INFO.setdefault(self._key, info)
-
-    async def _ask_models(self) -> ServerInfo:
-        async with self._http().get(f"{self.settings.base_url}/models", allow_redirects=False) as response:
-            if response.status != 200:
-                return ServerInfo()
-            document = orjson.loads(await response.read())
-        return _models_info(document, self.settings.model)
+        return SERVER_INFO.setdefault(self._key, info)
 
     def _learn_window(self, window: int) -> None:
-        info = _SERVER_INFO.setdefault(self._key, ServerInfo())
+        info = SERVER_INFO.setdefault(self._key, ServerInfo())
         info.context_window = window
 
     @property
@@ -980,25 +961,6 @@ def _overflow(status: int, detail: str, document: Any) -> tuple[int | None, int 
     if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
         return None, None
     return None
-
-
-def _models_info(document: Any, model: str) -> ServerInfo:
-    """What ``GET /models`` says about ``model`` (or about the only model served)."""
-    entries = document.get("data") if isinstance(document, dict) else None
-    if not isinstance(entries, list):
-        return ServerInfo()
-    entries = [entry for entry in entries if isinstance(entry, dict)]
-    entry = next((e for e in entries if e.get("id") == model), entries[0] if len(entries) == 1 else None)
-    if entry is None:
-        return ServerInfo()
-    meta = entry.get("meta")
-    window: Any = None
-    if isinstance(meta, dict):
-        window = meta.get("n_ctx")  # llama.cpp: the window of one slot, what a request gets
-    if not isinstance(window, int):
-        window = entry.get("max_model_len")  # vLLM
-    llama = entry.get("owned_by") == "llamacpp" or isinstance(meta, dict)
-    return ServerInfo(window if isinstance(window, int) and window > 0 else None, progress=llama)
 
 
 def _reason(error: BaseException) -> str:

@@ -14,7 +14,10 @@ call without exactly one result, or an empty assistant turn is answered HTTP 400
 llama.cpp answers a template exception. ``n_ctx`` gives it a context window: a prompt of that
 many tokens or more (estimated as ``prompt_tokens`` does) is answered with llama.cpp's
 ``exceed_context_size_error`` body, and ``GET /v1/models`` reports the window as llama.cpp
-(``meta.n_ctx``) or vLLM (``max_model_len``) do.
+(``meta.n_ctx``) or vLLM (``max_model_len``) do; in the Ollama style the list says nothing of it
+(``owned_by: library``, as Ollama's does) and ``POST /api/show`` tells it as Ollama does, in the
+model's ``num_ctx`` parameter or, with ``ollama_num_ctx=False``, only as the architecture's
+``context_length`` in ``model_info``.
 """
 
 from __future__ import annotations
@@ -236,6 +239,10 @@ def conversation_problem(messages: Sequence[Any]) -> str | None:
     return None
 
 
+def _is_model_query(recorded: Recorded) -> bool:
+    return (recorded.method == "GET" and recorded.path.endswith("/models")) or recorded.path == "/api/show"
+
+
 def _is_title_request(recorded: Recorded) -> bool:
     try:
         messages = recorded.json.get("messages") or []
@@ -266,18 +273,21 @@ class FakeOpenAI:
         *,
         strict: bool = False,
         n_ctx: int | None = None,
-        models_style: Literal["llama.cpp", "vllm", "none"] = "llama.cpp",
+        models_style: Literal["llama.cpp", "vllm", "ollama", "none"] = "llama.cpp",
+        ollama_num_ctx: bool = True,
         model_id: str = "fake",
         title: str | None = None,
     ) -> None:
         self.replies: deque[Reply] = deque(replies)
         self.requests: list[Recorded] = []
-        """The chat requests (``/chat/completions`` and anything else but ``GET /models``)."""
+        """The chat requests (``/chat/completions`` and anything else but the model queries)."""
         self.model_requests: list[Recorded] = []
+        """``GET /models`` and Ollama's ``POST /api/show``."""
         self.refused: list[str] = []
         self.strict = strict
         self.n_ctx = n_ctx
         self.models_style = models_style
+        self.ollama_num_ctx = ollama_num_ctx
         self.model_id = model_id
         self.title = title
         """When set, session-title requests are answered with it (without taking a scripted
@@ -316,7 +326,7 @@ class FakeOpenAI:
                 recorded = await self._read_request(BufferedByteReceiveStream(stream))
             except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, ValueError):
                 return
-            if recorded.method == "GET" and recorded.path.endswith("/models"):
+            if _is_model_query(recorded):
                 self.model_requests.append(recorded)
             elif self.title is not None and _is_title_request(recorded):
                 self.title_requests.append(recorded)
@@ -345,6 +355,8 @@ class FakeOpenAI:
     def _reply_to(self, recorded: Recorded) -> Reply:
         if recorded.method == "GET" and recorded.path.endswith("/models"):
             return self._models()
+        if recorded.path == "/api/show":
+            return self._ollama_show(recorded)
         if self.strict or self.n_ctx is not None:
             try:
                 body = recorded.json
@@ -372,7 +384,9 @@ class FakeOpenAI:
         entry: dict[str, Any] = {"id": self.model_id, "object": "model", "created": 0, "owned_by": "fake"}
         if self.models_style == "none":
             return error_reply(404, "File Not Found")
-        if self.n_ctx is not None and self.models_style == "llama.cpp":
+        if self.models_style == "ollama":
+            entry["owned_by"] = "library"
+        elif self.n_ctx is not None and self.models_style == "llama.cpp":
             entry["owned_by"] = "llamacpp"
             entry["meta"] = {"vocab_type": 2, "n_vocab": 49152, "n_ctx": self.n_ctx, "n_ctx_train": 8192}
         elif self.n_ctx is not None:
@@ -380,6 +394,26 @@ class FakeOpenAI:
             entry["max_model_len"] = self.n_ctx
         body = json.dumps({"object": "list", "data": [entry]}).encode()
         return Reply(body=body, content_type="application/json", chunked=False)
+
+    def _ollama_show(self, recorded: Recorded) -> Reply:
+        if self.models_style != "ollama" or recorded.method != "POST":
+            return error_reply(404, "404 page not found")
+        try:
+            name = recorded.json.get("model")
+        except ValueError:
+            name = None
+        if name != self.model_id:
+            return error_reply(404, f"model '{name}' not found")
+        trained = 131072
+        document: dict[str, Any] = {
+            "parameters": 'stop                           "<|eot_id|>"',
+            "model_info": {"general.architecture": "llama", "llama.context_length": trained},
+        }
+        if self.n_ctx is not None and self.ollama_num_ctx:
+            document["parameters"] += f"\nnum_ctx                        {self.n_ctx}"
+        elif self.n_ctx is not None:
+            document["model_info"]["llama.context_length"] = self.n_ctx
+        return Reply(body=json.dumps(document).encode(), content_type="application/json", chunked=False)
 
     async def _read_request(self, buffered: BufferedByteReceiveStream) -> Recorded:
         head = (await buffered.receive_until(b"\r\n\r\n", 1 << 16)).decode("latin-1")

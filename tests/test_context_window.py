@@ -11,6 +11,7 @@ from fake_openai import FakeOpenAI, chunk, llama_error, stream_reply
 
 from dsh_acp._model import ContextOverflow, ModelRequest, Usage, UserMessage
 from dsh_acp._openai import OpenAIModel
+from dsh_acp._server_info import ollama_window
 from dsh_acp._settings import ModelSettings, is_self_hosted
 from dsh_tools import TextBlock
 
@@ -109,3 +110,48 @@ def test_which_servers_are_asked() -> None:
     assert is_self_hosted("http://llama:8080/v1")
     assert not is_self_hosted("https://api.openai.com/v1")
     assert not is_self_hosted("https://openrouter.ai/api/v1")
+
+
+@pytest.mark.parametrize("from_parameters", [True, False], ids=["num_ctx", "model_info"])
+async def test_ollama_tells_the_window_in_api_show(from_parameters: bool) -> None:
+    async with FakeOpenAI(
+        [answered(), answered()], n_ctx=4096, models_style="ollama", ollama_num_ctx=from_parameters
+    ) as server:
+        model = OpenAIModel(settings_for(server))
+        other = OpenAIModel(settings_for(server))
+        try:
+            assert await usage_of(model) == Usage(100, 5, 4096)
+            assert await usage_of(other) == Usage(100, 5, 4096)
+        finally:
+            await model.aclose()
+            await other.aclose()
+    assert [(r.method, r.path) for r in server.model_requests] == [
+        ("GET", "/v1/models"),
+        ("POST", "/api/show"),
+    ]
+    assert server.model_requests[1].json == {"model": "fake"}
+    assert "return_progress" not in server.chat_requests[0].json  # not llama.cpp
+
+
+async def test_a_server_that_is_not_ollama_is_not_asked_for_api_show() -> None:
+    async with FakeOpenAI([answered()], models_style="vllm") as server:  # no window in its list
+        model = OpenAIModel(settings_for(server))
+        try:
+            assert await usage_of(model) == Usage(100, 5, None)
+        finally:
+            await model.aclose()
+    assert [(r.method, r.path) for r in server.model_requests] == [("GET", "/v1/models")]
+
+
+def test_the_window_in_an_ollama_answer() -> None:
+    assert ollama_window({"parameters": 'num_ctx    8192\nstop "x"', "model_info": {}}) == 8192
+    info = {"general.architecture": "qwen2", "qwen2.context_length": 32768, "llama.context_length": 1}
+    assert ollama_window({"parameters": "temperature 0.7", "model_info": info}) == 32768
+    for broken in (
+        None,
+        [],
+        {"model_info": {"general.architecture": "x", "x.context_length": "big"}},
+        {"parameters": "num_ctx lots", "model_info": None},
+        {"model_info": {"general.architecture": 3}},
+    ):
+        assert ollama_window(broken) is None
