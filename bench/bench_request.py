@@ -37,7 +37,7 @@ from dsh_acp._model import (
     ToolResultMessage,
     UserMessage,
 )
-from dsh_acp._openai import RequestEncoder, chat_messages
+from dsh_acp._openai_request import RequestEncoder, chat_messages
 from dsh_acp._settings import ModelSettings
 from dsh_acp.testing import AcpClient
 from dsh_tools import TextBlock

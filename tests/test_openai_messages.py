@@ -20,7 +20,8 @@ from dsh_acp._model import (
     ToolResultMessage,
     UserMessage,
 )
-from dsh_acp._openai import SSEDecoder, chat_messages, chat_request
+from dsh_acp._openai_request import chat_messages, chat_request
+from dsh_acp._openai_sse import SSEDecoder
 from dsh_acp._prompt import system_prompt
 from dsh_acp._settings import ModelSettings
 from dsh_tools import ToolDefinitionError, ToolRegistry, ToolSchema, define_tool

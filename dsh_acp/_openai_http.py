@@ -1,0 +1,111 @@
+"""The HTTP side of the model client that aiohttp leaves to us: the timers of a streamed response
+and the certificates trusted."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import asyncio
+    import ssl
+
+    import aiohttp
+
+__all__ = ["StreamTimeout", "Watchdog", "Why", "tls_context"]
+
+
+class StreamTimeout(Exception):
+    """Set on the response's byte stream by the watchdog: the read that waits for it ends."""
+
+    def __init__(self, why: Why) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+Why = Literal["first", "stall", "deadline"]
+
+
+class Watchdog:
+    """The timers of one response, kept by one event-loop callback instead of a timeout scope
+    per read: a read costs a clock reading, and the callback wakes about once per stall period
+    (the times only move later, except at ``begin``, which sets the callback again).
+
+    Before the answer begins, the first-event timer (restarted by progress events); then the
+    stall timer, counted from the start of each read (the time the consumer takes between
+    reads is not the server's silence); always the whole request's deadline. When one runs out
+    during a read, the reader gets ``StreamTimeout``: a stream exception, so nothing is cancelled
+    (between reads the generator may be suspended at a ``yield``, and its consumer's awaits
+    are not ours to cut).
+    """
+
+    def __init__(self, content: aiohttp.StreamReader, deadline: float, first: float, stall: float) -> None:
+        import asyncio
+
+        self._loop = loop = asyncio.get_running_loop()
+        self._content = content
+        self._deadline = deadline
+        self._first = first
+        self._stall = stall
+        self.begun = False
+        self.reading = False
+        self._last = loop.time()
+        self._first_by = self._last + first
+        self._handle: asyncio.TimerHandle | None = loop.call_at(self._due()[0], self._check)
+
+    def wait(self) -> None:
+        """A read begins: the stall timer counts from now."""
+        self.reading = True
+        self._last = self._loop.time()
+
+    def read(self) -> None:
+        self.reading = False
+
+    def progress(self) -> None:
+        self._first_by = self._loop.time() + self._first
+
+    def begin(self) -> None:
+        """The answer began: from now on the stall timer (sooner than the first-event one)."""
+        self.begun = True
+        self.stop()
+        self._handle = self._loop.call_at(self._due()[0], self._check)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _due(self) -> tuple[float, Why]:
+        why: Why
+        if self.begun:
+            limit, why = self._last + self._stall, "stall"
+        else:
+            limit, why = self._first_by, "first"
+        if self._deadline <= limit:
+            return self._deadline, "deadline"
+        return limit, why
+
+    def _check(self) -> None:
+        due, why = self._due()
+        now = self._loop.time()
+        if not self.reading:
+            due = max(due, now + self._stall)  # the next read restarts the count anyway
+        elif now >= due:
+            self._handle = None
+            self._content.set_exception(StreamTimeout(why))
+            return
+        self._handle = self._loop.call_at(due, self._check)
+
+
+def tls_context() -> ssl.SSLContext:
+    """The certificates httpx and requests trust: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set,
+    else the certifi bundle (the same on every platform, whatever the system store holds)."""
+    import os
+    import ssl
+
+    if os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+    if os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
