@@ -7,6 +7,7 @@ mode calls it too, so a scenario behaves the same in memory as over the real std
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import os
@@ -19,7 +20,8 @@ from ._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids,
 
 __all__ = ["build_config", "main"]
 
-_DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+_DEFAULTS = AgentConfig()
+"""Where the command line's defaults come from: the configuration's own."""
 _COMMANDS = ("tools", "login", "demo", "schema")
 
 
@@ -76,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-message-bytes",
         type=int,
-        default=_DEFAULT_MAX_MESSAGE_BYTES,
+        default=_DEFAULTS.max_message_bytes,
         metavar="N",
         help="largest incoming JSON-RPC message (default: 32 MiB); larger ones are answered with an error",
     )
@@ -93,21 +95,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-model-requests",
         type=int,
-        default=50,
+        default=_DEFAULTS.max_model_requests,
         metavar="N",
         help="model requests per prompt turn (default 50)",
     )
     parser.add_argument(
         "--coalesce-bytes",
         type=int,
-        default=64 * 1024,
+        default=_DEFAULTS.coalesce_bytes,
         metavar="N",
         help="send live terminal output once N bytes are buffered (default 65536)",
     )
     parser.add_argument(
         "--coalesce-ms",
         type=float,
-        default=50.0,
+        default=(_DEFAULTS.coalesce_delay or 0) * 1000,
         metavar="MS",
         help="...or MS ms after the first unsent byte (default 50; 0 = only on size and at the end)",
     )
@@ -193,30 +195,35 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     config = _model_config(args.model, args.base_url, parser)
     sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools]
     sources += [_load_tools(spec, parser) for spec in args.tools]
+    chosen: dict[str, Any] = {}
     if sources:
-        config.tools = lambda: [tool for source in sources for tool in source()]
-        config.ask_user = None if args.no_tools else _reference_ask_user
+        chosen["tools"] = lambda: [tool for source in sources for tool in source()]
+        chosen["ask_user"] = None if args.no_tools else _reference_ask_user
     if config.model_source is not None:
-        config.warm_imports += ("aiohttp", "dsh_acp._openai")  # ~300 ms of imports: after initialize
+        # ~300 ms of imports: after initialize
+        chosen["warm_imports"] = (*config.warm_imports, "aiohttp", "dsh_acp._openai")
     if not args.no_tools:
-        config.configure_registry = _reference_policies
-    config.max_model_requests = args.max_model_requests
-    config.coalesce_bytes = args.coalesce_bytes
-    config.coalesce_delay = args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None
-    config.force_local_fs = args.local_fs
-    config.instruction_files = tuple(name.strip() for name in args.instructions.split(",") if name.strip())
-    config.terminals = args.terminals
-    config.default_mode = args.mode
-    config.state_dir = Path(args.state_dir) if args.state_dir else default_state_dir()
+        chosen["configure_registry"] = _reference_policies
+    chosen.update(
+        max_model_requests=args.max_model_requests,
+        coalesce_bytes=args.coalesce_bytes,
+        coalesce_delay=args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None,
+        force_local_fs=args.local_fs,
+        instruction_files=tuple(name.strip() for name in args.instructions.split(",") if name.strip()),
+        terminals=args.terminals,
+        default_mode=args.mode,
+        state_dir=Path(args.state_dir) if args.state_dir else default_state_dir(),
+        log_level=args.log_level,
+        max_message_bytes=args.max_message_bytes,
+    )
     if args.deterministic:
-        config.session_ids = counter_ids(f"{args.id_prefix}session-")
-        config.message_ids = counter_ids(f"{args.id_prefix}message-")
-        config.coalesce_delay = None
-        config.deterministic = True
-        config.clock = lambda: FIXED_TIME
-    config.log_level = args.log_level
-    config.max_message_bytes = args.max_message_bytes
-    return config
+        chosen.update(
+            session_ids=counter_ids(f"{args.id_prefix}session-"),
+            message_ids=counter_ids(f"{args.id_prefix}message-"),
+            coalesce_delay=None,
+            clock=lambda: FIXED_TIME,
+        )
+    return dataclasses.replace(config, **chosen)
 
 
 def _model_config(spec: str | None, base_url: str | None, parser: argparse.ArgumentParser) -> AgentConfig:

@@ -11,7 +11,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._coalesce import CoalescePolicy
+from ._framing import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from dsh_tools import ToolDefinition, ToolRegistry
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FIXED_TIME",
+    "MAX_MODEL_REQUESTS",
     "AgentConfig",
     "ModelChoice",
     "counter_ids",
@@ -28,6 +32,11 @@ __all__ = [
     "random_ids",
     "utc_now",
 ]
+
+MAX_MODEL_REQUESTS = 50
+"""How many model requests one prompt turn may make before it stops (``max_turn_requests``)."""
+_COALESCE = CoalescePolicy()
+"""The default coalescing of a running tool's output (its owner's defaults)."""
 
 FIXED_TIME = "2026-01-01T00:00:00Z"
 """The clock of ``--deterministic`` runs."""
@@ -99,9 +108,9 @@ class AgentConfig:
     """Installs process-wide pipeline listeners (policies) once the tools are registered."""
     session_ids: Callable[[], str] = field(default_factory=random_ids)
     message_ids: Callable[[], str] = field(default_factory=random_ids)
-    max_model_requests: int = 50
-    coalesce_bytes: int = 64 * 1024
-    coalesce_delay: float | None = 0.05
+    max_model_requests: int = MAX_MODEL_REQUESTS
+    coalesce_bytes: int = _COALESCE.max_bytes
+    coalesce_delay: float | None = _COALESCE.max_delay
     force_local_fs: bool = False
     ask_user: Callable[[], ToolDefinition] | None = None
     """Builds the tool that asks the user questions (the CLI's: the reference ``ask_user``), for
@@ -118,11 +127,7 @@ class AgentConfig:
     clock: Callable[[], str] = utc_now
     secrets: tuple[str, ...] = ()
     """Values never to write to a session log (the API key), besides secret-looking variables."""
-    deterministic: bool = False
-    """Golden-test mode: everything that would vary between runs is fixed."""
     log_level: str = "warning"
-    max_message_bytes: int = 32 * 1024 * 1024
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     warm_imports: tuple[str, ...] = ()
     """Modules to import in the background right after ``initialize`` (what ``tools`` needs)."""
-    extras: dict[str, Any] = field(default_factory=dict)
-    """Host-specific settings services (e.g. the bash tools' settings), keyed by name."""

@@ -59,6 +59,7 @@ from ._compaction import (
     message_chars,
     no_room_message,
 )
+from ._config import MAX_MODEL_REQUESTS
 from ._connection import RpcError
 from ._history import CANCELLED_TEXT
 from ._model import (
@@ -113,7 +114,7 @@ _STOP: dict[FinishReason, StopReason] = {
 class LoopSettings:
     """Knobs of the loop; the golden kit pins the ones that vary between runs."""
 
-    max_model_requests: int = 50
+    max_model_requests: int = MAX_MODEL_REQUESTS
     output_head: int = 32 * 1024
     output_tail: int = 32 * 1024
     """The model sees at most this much of each result's text (head and tail, marker between)."""
