@@ -9,6 +9,7 @@ from typing import Any
 
 from ._config import AgentConfig
 from ._connection import invalid_params
+from ._events import ConfigChanged, ModeChanged
 from ._modes import MODES, modes_wire
 from ._options import EFFORT_OPTION, REASONING_OPTION, config_options, efforts
 from ._session import Session
@@ -37,8 +38,7 @@ class SessionPickers:
         """Switch the permission mode (``field``: where the params named it, for the error)."""
         if mode_id not in MODES:
             raise invalid_params(f'unknown mode "{mode_id}"; one of {list(MODES)}', field)
-        session.permissions.mode = mode_id
-        session.record({"type": "mode", "mode_id": mode_id})
+        session.record(ModeChanged(mode_id))
 
     async def switch_model(self, session: Session, model_id: str) -> None:
         choice = next((m for m in self.config.models if m.id == model_id), None)
@@ -46,8 +46,8 @@ class SessionPickers:
             known = [m.id for m in self.config.models]
             raise invalid_params(f'unknown model "{model_id}"; one of {known}', "value")
         if choice.id != session.model_id:
-            await session.set_model(choice.build(), choice.id)
-            session.record({"type": "config", "model_id": choice.id})
+            session.record(ConfigChanged(model_id=choice.id))
+            await session.set_model(choice.build())
 
     async def set_option(self, session: Session, config_id: str, value: Any) -> None:
         """One config option changed from the editor (any but the mode, which has its own update)."""
@@ -58,15 +58,13 @@ class SessionPickers:
             and isinstance(value, str)
             and value in efforts(session, self.config.models)
         ):
-            session.effort = value  # the next model request carries it
-            session.record({"type": "config", "reasoning_effort": value})
+            session.record(ConfigChanged(reasoning_effort=value))  # the next model request carries it
         elif (
             config_id == REASONING_OPTION
             and isinstance(value, bool)
             and self._sessions.profile.boolean_options
         ):
-            session.show_reasoning = value
-            session.record({"type": "config", "show_reasoning": value})
+            session.record(ConfigChanged(show_reasoning=value))
         else:
             raise invalid_params(f'no config option "{config_id}" takes {value!r}', "value")
 

@@ -11,12 +11,12 @@ import anyio
 
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, TextBlock
 
-from ._bridge import wire_block
 from ._command_table import CommandTable
 from ._commands import MODEL_COMMANDS, NO_MODEL_MESSAGE, model_instruction, parse_command
 from ._config import AgentConfig
 from ._connection import AUTH_REQUIRED, INTERNAL_ERROR, Reply, RpcError, invalid_params
-from ._model import ModelAuthError, ModelError, UserMessage
+from ._events import TitleSet, TurnStopped, UserPrompt
+from ._model import ModelAuthError, ModelError
 from ._scripted import ScriptExhausted
 from ._session import Session, Turn
 from ._session_manager import SessionManager
@@ -89,7 +89,6 @@ class PromptRunner:
         self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
     ) -> dict[str, Any] | Reply:
         runner = TurnRunner(session, self.settings, self.config.message_ids, turn_index=session.prompts)
-        session.prompts += 1
         command = parse_command(prompt)
         model_prompt = prompt
         if command is not None and command[0] in MODEL_COMMANDS:
@@ -99,18 +98,15 @@ class PromptRunner:
         stop: StopReason = "cancelled"
         try:
             with turn.scope:
-                event: dict[str, Any] = {
-                    "type": "user",
-                    "content": [wire_block(block) for block in prompt],
-                    "message_id": self.config.message_ids(),
-                }
-                if command is not None:
-                    event["command"] = command[0]  # commands are not part of the model's conversation
-                else:
-                    session.history.append(UserMessage(model_prompt))
-                    if model_prompt is not prompt:
-                        event["model_content"] = [wire_block(block) for block in model_prompt]
-                session.record(event)
+                session.record(
+                    UserPrompt(
+                        prompt,
+                        self.config.message_ids(),
+                        # Commands are not part of the model's conversation.
+                        command=command[0] if command is not None else None,
+                        model_content=model_prompt if model_prompt is not prompt else None,
+                    )
+                )
                 if command is not None:
                     stop = await self._commands.run(session, runner, *command)
                 elif session.model is None:
@@ -121,7 +117,7 @@ class PromptRunner:
             if turn.cancel_requested:
                 stop = "cancelled"
                 await runner.close_open_calls()
-            session.record({"type": "stop", "reason": stop})
+            session.record(TurnStopped(stop))
             if turn.log_error is not None:
                 raise turn.log_error
             if stop != "cancelled" and command is None and model_prompt is prompt and session.title is None:
@@ -157,7 +153,6 @@ class PromptRunner:
         title = short_title(text)
         if not title:
             return
-        session.title = title
         now = self.config.clock()
-        session.record({"type": "title", "title": title, "updated_at": now})
+        session.record(TitleSet(title, now))
         await session.send(session_info_update(title, now))

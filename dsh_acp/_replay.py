@@ -1,34 +1,36 @@
-"""Reading a session log back: the updates that replay it to an editor, and the conversation
-the model continues from.
+"""Replay: the ``session/update`` payloads that bring an editor to where a logged session left it.
 
-Replay goes through the same pure bridge functions as the live run, fed with the logged views
-and ``meta``, so a loaded session shows the same cards, titles, statuses, diffs and text. Output
-that streamed live in many chunks replays as one; a call the log shows started but never finished
-(the agent was killed) replays as ``failed``, never ``pending``.
+A pure map from the log's events to updates, through the same bridge functions as the live run.
+A tool call's card is drawn again by its tool: ``present_call`` runs on the logged arguments and
+``present_result`` on the logged arguments, result content, error flag and ``meta``, so a replayed
+card is what the tool shows today for what happened. Only when the tool is not registered (its MCP
+server is gone, the tool was removed) does the card come from the view the log kept of the live
+run. A call that had no view live (its arguments were refused, its presenter failed) has none on
+replay either.
+
+Output that streamed live in many chunks replays as one; a call the log shows started but never
+finished (the agent was killed) replays as ``failed``, never ``pending``.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter, ValidationError
-
-from dsh_tools import (
-    ContentBlock,
-    PlanView,
-    TextBlock,
-    ToolCallView,
-    ToolResult,
-    ToolResultView,
+from ._bridge import CallInfo, RenderContext, announce_call, cancelled_call, finish_call, wire_block
+from ._events import (
+    AssistantReply,
+    Compacted,
+    SessionEvent,
+    TitleSet,
+    ToolCalled,
+    ToolCancelled,
+    ToolFinished,
+    UsageReported,
+    UserPrompt,
 )
-
-from ._bridge import CallInfo, RenderContext, announce_call, cancelled_call, finish_call
-from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
-from ._modes import PermissionState
 from ._updates import (
     SessionUpdate,
     agent_message,
@@ -39,196 +41,138 @@ from ._updates import (
     user_message_chunk,
 )
 
-__all__ = ["RestoredState", "replay_updates", "restore_state"]
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from dsh_tools import ToolCallView, ToolDefinition, ToolRegistry, ToolResultView
+
+__all__ = ["replay_updates"]
 
 _log = logging.getLogger("dsh_acp.replay")
 
 
 @functools.cache
-def _adapters() -> tuple[TypeAdapter[ContentBlock], TypeAdapter[ToolCallView], TypeAdapter[ToolResultView]]:
-    return TypeAdapter(ContentBlock), TypeAdapter(ToolCallView), TypeAdapter(ToolResultView)
+def _adapters() -> tuple[TypeAdapter[ToolCallView], TypeAdapter[ToolResultView]]:
+    from pydantic import TypeAdapter
+
+    from dsh_tools import ToolCallView, ToolResultView
+
+    return TypeAdapter(ToolCallView), TypeAdapter(ToolResultView)
 
 
-def _blocks(raw: Iterable[Any]) -> tuple[ContentBlock, ...]:
-    adapter = _adapters()[0]
-    out = []
-    for item in raw:
-        try:
-            out.append(adapter.validate_python(item))
-        except ValidationError:
-            _log.warning("session log: skipping a content block that no longer validates")
-    return tuple(out)
-
-
-def _view(raw: Any, result: bool = False) -> Any:
+def _logged_view(raw: dict[str, Any] | None, result: bool = False) -> Any:
+    """The view the log kept (the tool is gone); ``None`` if it no longer validates."""
     if raw is None:
         return None
+    from pydantic import ValidationError
+
     try:
-        return _adapters()[2 if result else 1].validate_python(raw)
+        return _adapters()[1 if result else 0].validate_python(raw)
     except ValidationError:
         _log.warning("session log: a logged view no longer validates; using the generic card")
         return None
 
 
-def replay_updates(events: Sequence[dict[str, Any]], render: RenderContext) -> list[SessionUpdate]:
-    """The ``session/update`` payloads that bring an editor to where the live run left it."""
-    updates: list[SessionUpdate] = []
-    calls: dict[str, CallInfo] = {}
+def _is_plan(view: Any) -> bool:
+    from dsh_tools import PlanView
+
+    return isinstance(view, PlanView)
+
+
+class _Call:
+    __slots__ = ("definition", "info", "plan")
+
+    def __init__(self, info: CallInfo, definition: ToolDefinition | None) -> None:
+        self.info = info
+        self.definition = definition
+        self.plan = _is_plan(info.view) if info.view is not None else False
+
+
+def replay_updates(
+    events: Iterable[SessionEvent], render: RenderContext, tools: ToolRegistry | None = None
+) -> Iterator[SessionUpdate]:
+    """The updates that replay ``events`` to a client with ``render``; ``tools`` present the calls
+    of tools they have (without it, every card comes from the log)."""
+    calls: dict[str, _Call] = {}
     open_calls: dict[str, CallInfo] = {}
+    lookup = tools.get if tools is not None else None
     for event in events:
-        kind = event.get("type")
-        if kind == "user":
-            for block in event.get("content", ()):
-                updates.append(user_message_chunk(block, event.get("message_id")))
-        elif kind == "assistant":
-            if event.get("reasoning"):
-                updates.append(agent_thought(event["reasoning"], event.get("thought_id")))
-            if event.get("text"):
-                updates.append(agent_message(event["text"], event.get("text_id")))
-        elif kind == "compact":
-            summary = event.get("summary", "")
-            if render.compaction and event.get("compaction_id"):
-                updates.append(compaction_update(event["compaction_id"], "completed", summary))
-                continue
-            updates.append(agent_message(summary, event.get("text_id")))
-        elif kind == "usage":
-            cost = float(event["cost"]) if event.get("cost") is not None else None
-            updates.append(usage_update(event["used"], event["size"], cost))
-        elif kind == "title" and event.get("title"):
-            updates.append(session_info_update(event["title"], event.get("updated_at")))
-        elif kind == "tool_call":
+        kind = type(event)
+        if kind is ToolCalled:
+            assert isinstance(event, ToolCalled)
+            definition = lookup(event.name) if lookup is not None else None
+            if event.view is None:
+                view = None  # it had no card of its own live: none now either
+            elif definition is not None:
+                view = definition.call_view(event.arguments)
+            else:
+                view = _logged_view(event.view)
             info = CallInfo(
-                call_id=event["call_id"],
-                name=event["name"],
-                arguments=event.get("arguments"),
-                view=_view(event.get("view")),
-                kind=event.get("kind", "other"),
-                notice=event.get("notice") if isinstance(event.get("notice"), str) else None,
-                cwd=event.get("cwd") if isinstance(event.get("cwd"), str) else None,
+                call_id=event.call_id,
+                name=event.name,
+                arguments=event.arguments,
+                view=view,
+                kind=event.kind,
+                notice=event.notice,
+                cwd=event.cwd,
             )
-            calls[info.call_id] = info
-            if isinstance(info.view, PlanView):
+            call = calls[event.call_id] = _Call(info, definition)
+            if call.plan:
                 continue
-            open_calls[info.call_id] = info
-            updates.append(announce_call(info, "in_progress", render))
-        elif kind == "tool_result":
-            found = calls.get(event.get("call_id", ""))
+            open_calls[event.call_id] = info
+            yield announce_call(info, "in_progress", render)
+        elif kind is ToolFinished:
+            assert isinstance(event, ToolFinished)
+            found = calls.get(event.call_id)
             if found is None:
                 continue
-            info = found
-            open_calls.pop(info.call_id, None)
-            result = ToolResult(
-                content=_blocks(event.get("content", ())),
-                is_error=bool(event.get("is_error")),
-                meta=event.get("meta"),
-            )
-            view = _view(event.get("view"), result=True)
-            if event.get("cancelled") and not isinstance(info.view, PlanView):
-                updates.extend(cancelled_call(info, render))
+            open_calls.pop(event.call_id, None)
+            from dsh_tools import ToolResult
+
+            result = ToolResult(content=event.content, is_error=event.is_error, meta=event.meta)
+            if event.view is None:
+                result_view = None
+            elif found.definition is not None:
+                result_view = found.definition.result_view(found.info.arguments, result)
             else:
-                updates.extend(finish_call(info, result, view, render, streamed=False))
+                result_view = _logged_view(event.view, result=True)
+            yield from finish_call(found.info, result, result_view, render, streamed=False)
+        elif kind is ToolCancelled:
+            assert isinstance(event, ToolCancelled)
+            found = calls.get(event.call_id)
+            if found is None:
+                continue
+            open_calls.pop(event.call_id, None)
+            if not found.plan:
+                yield from cancelled_call(found.info, render)
+                continue
+            from dsh_tools import TextBlock, ToolResult
+
+            from ._history import CANCELLED_TEXT
+
+            cancelled = ToolResult(content=(TextBlock(text=CANCELLED_TEXT),), is_error=True)
+            yield from finish_call(found.info, cancelled, None, render, streamed=False)
+        elif kind is AssistantReply:
+            assert isinstance(event, AssistantReply)
+            if event.reasoning:
+                yield agent_thought(event.reasoning, event.thought_id)
+            if event.text:
+                yield agent_message(event.text, event.text_id)
+        elif kind is UsageReported:
+            assert isinstance(event, UsageReported)
+            yield usage_update(event.used, event.size, float(event.cost) if event.cost is not None else None)
+        elif kind is UserPrompt:
+            assert isinstance(event, UserPrompt)
+            for block in event.content:
+                yield user_message_chunk(wire_block(block), event.message_id)
+        elif kind is Compacted:
+            assert isinstance(event, Compacted)
+            if render.compaction and event.compaction_id:
+                yield compaction_update(event.compaction_id, "completed", event.summary)
+            else:
+                yield agent_message(event.summary, event.text_id)
+        elif kind is TitleSet:
+            assert isinstance(event, TitleSet)
+            yield session_info_update(event.title, event.updated_at)
     for info in open_calls.values():  # the agent stopped before these finished
-        updates.extend(cancelled_call(info, render))
-    return updates
-
-
-@dataclass
-class RestoredState:
-    """What a session log restores besides the updates: the conversation and the settings."""
-
-    history: list[Message] = field(default_factory=list)
-    permissions: PermissionState = field(default_factory=PermissionState)
-    mode: str | None = None
-    """The last mode the session was switched to (``None``: it never was)."""
-    model_id: str | None = None
-    show_reasoning: bool = True
-    title: str | None = None
-    prompts: int = 0
-    cost: str | None = None
-    """The session's cost so far, as logged (a decimal string)."""
-    effort: str | None = None
-
-
-def restore_state(events: Sequence[dict[str, Any]]) -> RestoredState:
-    """Rebuild the model's conversation (tool results in call order; a call without a result gets
-    a cancelled one) and the session's mode, permission answers and title."""
-    from ._approvals import migrate_key, rule_from_json
-    from ._history import CANCELLED_TEXT
-
-    state = RestoredState()
-    pending: list[ToolCallRequest] = []
-    results: dict[str, ToolResultMessage] = {}
-
-    def settle() -> None:
-        for call in pending:
-            state.history.append(
-                results.get(call.id)
-                or ToolResultMessage(call.id, call.name, (TextBlock(text=CANCELLED_TEXT),), is_error=True)
-            )
-        pending.clear()
-        results.clear()
-
-    for event in events:
-        kind = event.get("type")
-        if kind in ("tool_call",):
-            continue
-        if kind == "tool_result":
-            call_id = event.get("call_id", "")
-            name = next((c.name for c in pending if c.id == call_id), "")
-            results[call_id] = ToolResultMessage(
-                call_id, name, _blocks(event.get("content", ())), bool(event.get("is_error"))
-            )
-            continue
-        if kind in ("user", "assistant", "context", "compact"):
-            settle()
-        if kind == "user":
-            state.prompts += 1
-            if not event.get("command"):
-                # A model command (``/init``) gave the model an instruction in place of the text.
-                content = event.get("model_content") or event.get("content", ())
-                state.history.append(UserMessage(_blocks(content)))
-        elif kind == "assistant" and event.get("aside"):
-            continue  # said to the user outside the model (a command's answer)
-        elif kind == "compact":
-            kept = event.get("kept") or 0  # an automatic compaction keeps the newest messages
-            tail = state.history[-kept:] if isinstance(kept, int) and kept > 0 else []
-            state.history[:] = [
-                ContextMessage(f"Summary of the conversation so far:\n{event.get('summary', '')}"),
-                *tail,
-            ]
-        elif kind == "usage" and event.get("cost") is not None:
-            state.cost = str(event["cost"])
-        elif kind == "config":
-            state.model_id = event.get("model_id", state.model_id)
-            state.show_reasoning = event.get("show_reasoning", state.show_reasoning)
-            state.effort = event.get("reasoning_effort", state.effort)
-        elif kind == "assistant":
-            calls = tuple(
-                ToolCallRequest(c["id"], c["name"], c["arguments"]) for c in event.get("tool_calls", ())
-            )
-            state.history.append(
-                AssistantMessage(
-                    text=event.get("text", ""), reasoning=event.get("reasoning", ""), tool_calls=calls
-                )
-            )
-            pending.extend(calls)
-        elif kind == "context":
-            state.history.append(ContextMessage(event.get("text", "")))
-        elif kind == "mode":
-            state.mode = event.get("mode_id", state.mode)
-        elif kind == "permission":
-            rule = rule_from_json(event["match"]) if "match" in event else migrate_key(event.get("key"))
-            if rule is not None:
-                (state.permissions.allow if event.get("rule") == "allow" else state.permissions.reject).add(
-                    rule
-                )
-        elif kind == "permission_removed":
-            rule = rule_from_json(event.get("match"))
-            if rule is not None:
-                (
-                    state.permissions.allow if event.get("rule") == "allow" else state.permissions.reject
-                ).discard(rule)
-        elif kind == "title":
-            state.title = event.get("title")
-    settle()
-    return state
+        yield from cancelled_call(info, render)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ._model import Message, Model, Usage
-from ._modes import PermissionState
+from ._events import AssistantReply, SessionEvent
+from ._model import Model, Usage
+from ._state import SessionState
 from ._store import SessionLog, StoreError
 from ._updates import SessionUpdate, agent_message
 
@@ -51,9 +51,10 @@ class SessionIO:
     request: Callable[[str, Any], Awaitable[Any]]
 
 
-@dataclass(eq=False, slots=True)  # slots: thousands of idle sessions, no __dict__ each
-class Session:
-    """Everything one ACP session owns."""
+@dataclass(eq=False, slots=True, kw_only=True)  # slots: thousands of idle sessions, no __dict__ each
+class Session(SessionState):
+    """Everything one ACP session owns: its durable state (``SessionState``, changed only by the
+    events it records) and what it runs with."""
 
     session_id: str
     cwd: str
@@ -64,23 +65,12 @@ class Session:
     io: SessionIO
     additional_directories: tuple[str, ...] = ()
     mcp_servers: tuple[dict[str, Any], ...] = ()
-    history: list[Message] = field(default_factory=list)
     turn: Turn | None = None
     """The running turn."""
     queue: list[Turn] = field(default_factory=list)
     """Prompts sent while a turn runs, in arrival order: each runs when the one before it ends."""
-    permissions: PermissionState = field(default_factory=PermissionState)
     log: SessionLog | None = None
     """The durable event log (``None`` when the agent keeps no state)."""
-    title: str | None = None
-    model_id: str | None = None
-    show_reasoning: bool = True
-    prompts: int = 0
-    effort: str | None = None
-    """The reasoning effort picked for this session (``None``: the model's default)."""
-    cost: Decimal | None = None
-    """What the session's model requests cost so far (US dollars), when their price is known."""
-    """Prompts this session has had (the next one is turn ``prompts`` of a scripted model)."""
     usage: Usage | None = None
     """The last usage the model reported for this conversation."""
     usage_mark: int = -1
@@ -109,27 +99,28 @@ class Session:
         for turn in (*([self.turn] if self.turn is not None else []), *self.queue):
             turn.cancel()
 
-    def record(self, event: dict[str, Any]) -> bool:
-        """Append an event to the session log, if the session has one; False if it could not be
-        written during a turn.
+    def record(self, event: SessionEvent) -> bool:
+        """Append an event to the session log, if the session has one, and apply it to the
+        session's state; False if it could not be written during a turn (it is then not applied:
+        the state stays what a reload of the log gives).
 
         Outside a turn a failure raises ``StoreError`` (the request answers it). During a turn it
         stops the turn instead, as a crash at that point would have: calls not logged as finished
         close as failed, the conversation gets what a reload would rebuild from the log, and the
         prompt answers with the error.
         """
-        if self.log is None:
-            return True
-        try:
-            self.log.append(event)
-        except StoreError as error:
-            turn = self.turn
-            if turn is None:
-                raise
-            if turn.log_error is None:
-                turn.log_error = error
-                turn.cancel()
-            return False
+        if self.log is not None:
+            try:
+                self.log.append(event)
+            except StoreError as error:
+                turn = self.turn
+                if turn is None:
+                    raise
+                if turn.log_error is None:
+                    turn.log_error = error
+                    turn.cancel()
+                return False
+        self.apply(event)
         return True
 
     async def send(self, update: SessionUpdate) -> None:
@@ -140,13 +131,12 @@ class Session:
         """An agent message outside the model (command answers, configuration hints), logged as
         an aside: the model's conversation does not hold it."""
         await self.send(agent_message(text, message_id))
-        self.record(
-            {"type": "assistant", "text": text, "text_id": message_id, "tool_calls": [], "aside": True}
-        )
+        self.record(AssistantReply(text, text_id=message_id, aside=True))
 
-    async def set_model(self, model: Model | None, model_id: str | None) -> None:
-        """Switch models (the next model request uses the new one); the old one is closed."""
-        old, self.model, self.model_id = self.model, model, model_id
+    async def set_model(self, model: Model | None) -> None:
+        """Switch models (the next model request uses the new one); the old one is closed. The
+        model's id is the session's state: a ``ConfigChanged`` event changes it."""
+        old, self.model = self.model, model
         await _close_model(old)
 
     async def aclose(self) -> None:

@@ -246,26 +246,15 @@ class SessionManager:
         return session, loaded, failures
 
     def _restore_state(self, session: Session, loaded: LoadedSession) -> None:
-        from ._replay import restore_state
-
-        restored = restore_state(loaded.events)
-        session.history = restored.history
-        if restored.mode is not None:
-            session.permissions.mode = restored.mode
-        session.permissions.allow.update(restored.permissions.allow)
-        session.permissions.reject.update(restored.permissions.reject)
-        session.title = restored.title
-        session.prompts = restored.prompts
-        session.show_reasoning = restored.show_reasoning
-        session.effort = restored.effort
-        if restored.cost is not None:
-            from decimal import Decimal
-
-            session.cost = Decimal(restored.cost)
-        if restored.model_id is not None and restored.model_id != session.model_id:
-            choice = self.choice(restored.model_id)
-            if choice is not None and choice.id == restored.model_id:
-                session.model, session.model_id = choice.build(), choice.id
+        """Apply the log's events to the reopened session (the reducer of the live run)."""
+        built = session.model_id
+        session.apply_all(loaded.events)
+        if session.model_id != built:
+            choice = self.choice(session.model_id)
+            if choice is not None and choice.id == session.model_id:
+                session.model = choice.build()
+            else:
+                session.model_id = built  # the logged model is no longer configured: the default
 
     def after_answer(
         self, session: Session, failures: Sequence[str], skipped: Sequence[str] = ()

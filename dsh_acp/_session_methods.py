@@ -157,7 +157,7 @@ class SessionMethods:
 
         parsed = parse_params(LoadSessionParams, params)
         session, loaded, failures = await self.sessions.restore(parsed)
-        for update in replay_updates(loaded.events, session.render):
+        for update in replay_updates(loaded.events, session.render, session.registry):
             await session.send(update)
         return Reply(
             self.pickers.answer(session), self.sessions.after_answer(session, failures, loaded.skipped)

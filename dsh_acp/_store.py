@@ -7,6 +7,13 @@ next event is appended, so it never swallows that event; a load skips it and say
 ends its log is ``fsync``ed: a power cut can lose the events of the turn that was running (and
 sessions never prompted since), never a finished turn.
 
+Beside each log, ``<id>.listing.json`` keeps what ``session/list`` shows (cwd, title, when the
+session was last updated) and how long the log was when it was written: the agent replaces it
+(write, then rename) when the session starts, gets a title and ends a turn. The list trusts it
+for the log up to that length and reads only what was appended since, so a listing lost or left
+behind by a crash costs a longer read, never a wrong answer, and the listing of a session never
+means reading its whole log.
+
 A session is claimed (``_claims``) while a process has it open, so two agents never write the same
 session. Logs are opened per write through a small cache of descriptors, so an idle session holds
 none. Strings that look like secrets are redacted before they reach the disk. A failure of the disk
@@ -16,6 +23,7 @@ none. Strings that look like secrets are redacted before they reach the disk. A 
 from __future__ import annotations
 
 import errno
+import gc
 import logging
 import os
 import re
@@ -32,6 +40,16 @@ from dsh_tools import KnownSecrets, secret_values
 from ._claims import Claims, SessionBusy
 from ._config import default_state_dir
 from ._connection import INTERNAL_ERROR, RpcError
+from ._events import (
+    FORMAT_VERSION,
+    READABLE_VERSIONS,
+    BadEvent,
+    SessionEvent,
+    TitleSet,
+    TurnStopped,
+    event_json,
+    parse_event,
+)
 from ._framing import json_bytes
 
 __all__ = [
@@ -48,7 +66,6 @@ __all__ = [
 
 _log = logging.getLogger("dsh_acp.store")
 
-FORMAT_VERSION = 1
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
@@ -119,7 +136,7 @@ class LoadedSession:
     """A session's header and events, read back from its log."""
 
     header: dict[str, Any]
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[SessionEvent] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     """The lines that could not be read, described (``line 12 (the last, torn by a crash?)``)."""
 
@@ -135,10 +152,16 @@ class LoadedSession:
 class SessionLog:
     """The claimed log of one session: ``append`` writes one event."""
 
-    __slots__ = ("_closed", "_store", "fence", "read_only", "session_id")
+    __slots__ = ("_closed", "_store", "fence", "listing", "read_only", "session_id")
 
     def __init__(
-        self, store: SessionStore, session_id: str, *, fresh: bool = False, read_only: OSError | None = None
+        self,
+        store: SessionStore,
+        session_id: str,
+        listing: Listing,
+        *,
+        fresh: bool = False,
+        read_only: OSError | None = None,
     ) -> None:
         self.session_id = session_id
         self._store = store
@@ -148,17 +171,28 @@ class SessionLog:
         # Before the first write, and after a failed one, the end of the file is checked: a line
         # torn by a crash or a full disk gets its newline, so the next event is a line of its own.
         self.fence = not fresh
+        self.listing = listing
+        """What ``session/list`` shows of the session, as of the last event written."""
 
-    def append(self, event: dict[str, Any]) -> None:
+    def append(self, event: SessionEvent) -> None:
         """Write one event (with a timestamp) in one ``write``; a turn's ``stop`` is also synced
         to the disk. ``StoreError`` if it cannot be written (the log is then fenced again)."""
         if self._closed:
             return
         if self.read_only is not None:
             raise StoreError("the session log could not be written", self.read_only, self.path)
-        record = self._store.redact({**event, "ts": self._store.clock()})
-        data = json_bytes(record, orjson.OPT_APPEND_NEWLINE)
-        self._store.write(self, data, sync=event.get("type") == "stop")
+        ts = self._store.clock()
+        record = self._store.redact({**event_json(event), "ts": ts})
+        self.write_record(record, sync=type(event) is TurnStopped)
+        self.listing.updated_at = ts
+        if type(event) is TitleSet:
+            self.listing.title = record["title"]
+        if type(event) is TitleSet or type(event) is TurnStopped:
+            self._store.write_listing(self)
+
+    def write_record(self, record: dict[str, Any], *, sync: bool = False) -> None:
+        """Write one line (already redacted) in one ``write``."""
+        self._store.write(self, json_bytes(record, orjson.OPT_APPEND_NEWLINE), sync=sync)
 
     @property
     def file(self) -> str:
@@ -213,23 +247,28 @@ class SessionStore:
         except OSError as error:
             raise StoreError("the session log could not be created", error, path) from error
         try:
-            log = self._claim(session_id, path, fresh=True)
-            log.append(
-                {
-                    "type": "session",
-                    "version": FORMAT_VERSION,
-                    "session_id": session_id,
-                    "cwd": cwd,
-                    "additional_directories": additional_directories,
-                    "created": self.clock(),
-                }
+            now = self.clock()
+            log = self._claim(
+                session_id, path, Listing(cwd, list(additional_directories), None, now), fresh=True
             )
+            header = {
+                "type": "session",
+                "version": FORMAT_VERSION,
+                "session_id": session_id,
+                "cwd": cwd,
+                "additional_directories": additional_directories,
+                "created": now,
+                "ts": now,
+            }
+            log.write_record(self.redact(header))
+            self.write_listing(log)
         except BaseException:
             self._release_path(session_id, path)
-            try:
-                os.unlink(path)  # a session that could not start leaves nothing behind
-            except OSError:
-                pass
+            for leftover in (path, self._listing_path(session_id)):
+                try:
+                    os.unlink(leftover)  # a session that could not start leaves nothing behind
+                except OSError:
+                    pass
             raise
         return log
 
@@ -241,19 +280,26 @@ class SessionStore:
         why), so the session can be loaded and viewed, and any write fails naming the cause."""
         path = self._path(session_id)
         try:
-            return self._claim(session_id, path)
+            listing = self._listing(session_id)
+        except (OSError, ValueError):
+            listing = None  # the next load says what is wrong with the log
+        try:
+            log = self._claim(session_id, path, listing or Listing("", [], None, ""))
         except StoreError as error:
             if error.os_error.errno not in _NOT_WRITABLE or not os.path.isfile(path):
                 raise
             cause = OSError(error.os_error.errno, error.os_error.strerror)  # named with the log's path
-            return SessionLog(self, session_id, read_only=cause)
+            return SessionLog(self, session_id, listing or Listing("", [], None, ""), read_only=cause)
+        if listing is not None:
+            self.write_listing(log)  # a log of an earlier format gets its listing
+        return log
 
-    def _claim(self, session_id: str, path: str, *, fresh: bool = False) -> SessionLog:
+    def _claim(self, session_id: str, path: str, listing: Listing, *, fresh: bool = False) -> SessionLog:
         try:
             self._claims.claim(session_id, path, fresh=fresh)
         except OSError as error:
             raise StoreError("the session could not be opened", error, path) from error
-        return SessionLog(self, session_id, fresh=fresh)
+        return SessionLog(self, session_id, listing, fresh=fresh)
 
     def release(self, log: SessionLog) -> None:
         """Let another process open ``log``'s session; its descriptor is closed."""
@@ -321,82 +367,234 @@ class SessionStore:
             raise StoreError("the session could not be deleted", error, path) from error
         finally:
             self._claims.release(session_id)
+        try:
+            os.unlink(self._listing_path(session_id))
+        except OSError:
+            pass  # none was written, or it goes with the folder
 
     def load(self, session_id: str) -> LoadedSession:
         """Read a session back; ``KeyError`` if there is none, ``ValueError`` for an unknown format,
         ``StoreError`` if it cannot be read."""
         path = self._path(session_id)
+        data = self._read(session_id, path)
+        header, events, skipped = _events_of(data)
+        for where in skipped:
+            _log.warning("session log %s: skipped %s: not readable", os.path.basename(path), where)
+        _check_header(session_id, header)
+        assert header is not None
+        return LoadedSession(header, events, skipped)
+
+    def _read(self, session_id: str, path: str, offset: int = 0) -> bytes:
         try:
             with open(path, "rb") as handle:
-                data = handle.read()
-        except FileNotFoundError:
-            raise KeyError(session_id) from None
-        except IsADirectoryError:
+                if offset:
+                    handle.seek(offset)
+                return handle.read()
+        except (FileNotFoundError, IsADirectoryError):
             raise KeyError(session_id) from None
         except OSError as error:
             raise StoreError("the session log could not be read", error, path) from error
-        records, skipped = _records(data)
-        for where in skipped:
-            _log.warning("session log %s: skipped %s: not JSON", os.path.basename(path), where)
-        if not records or records[0].get("type") != "session":
-            raise ValueError(f"session {session_id}: the log has no header")
-        header = records[0]
-        if header.get("version") != FORMAT_VERSION:
-            raise ValueError(
-                f"session {session_id}: log format {header.get('version')!r} is not supported "
-                f"(this dsh-acp reads format {FORMAT_VERSION})"
+
+    def _listing_path(self, session_id: str) -> str:
+        return f"{self._folder}/{session_id}.listing.json"
+
+    def write_listing(self, log: SessionLog) -> None:
+        """Replace ``log``'s listing with what it shows now (best effort: without one, or with
+        a stale one, ``list`` reads more of the log)."""
+        listing = log.listing
+        path = self._listing_path(log.session_id)
+        try:
+            listing.size = os.stat(log.file).st_size
+            temporary = f"{self._folder}/.{log.session_id}.listing.tmp"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, orjson.dumps(listing.to_json()))
+            finally:
+                os.close(fd)
+            os.replace(temporary, path)
+        except OSError as error:
+            _log.debug("session listing %s not written: %s", path, error)
+
+    def _listing(self, session_id: str) -> Listing:
+        """What ``session/list`` shows of a session: its listing, brought up to date with what
+        the log gained since it was written (the whole log when there is no usable listing)."""
+        path = self._path(session_id)
+        listing: Listing | None = None
+        try:
+            with open(self._listing_path(session_id), "rb") as handle:
+                listing = Listing.from_json(orjson.loads(handle.read()))
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            listing = None
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            raise KeyError(session_id) from None
+        except OSError as error:
+            raise StoreError("the session log could not be read", error, path) from error
+        if listing is not None and listing.size == size:
+            return listing
+        if listing is None or listing.size > size:
+            data = self._read(session_id, path)
+            header, records = _header_of(data)
+            _check_header(session_id, header)
+            assert header is not None
+            listing = Listing(
+                str(header["cwd"]),
+                [d for d in header.get("additional_directories", ()) if isinstance(d, str)],
+                None,
+                str(header.get("ts") or ""),
             )
-        return LoadedSession(header, records[1:], skipped)
+        else:
+            records = self._read(session_id, path, listing.size)
+        listing.catch_up(records)
+        listing.size = size
+        return listing
 
     def list(self, cwd: str | None = None) -> list[StoredSession]:
         """Every stored session (optionally of one cwd), most recently updated first. A log that
         cannot be read is left out (and logged); ``StoreError`` if the folder cannot be read."""
-        folder = self.root / "sessions"
         try:
-            paths = [path for path in folder.iterdir() if path.suffix == ".jsonl"] if folder.is_dir() else []
+            names = os.listdir(self._folder) if os.path.isdir(self._folder) else []
         except OSError as error:
-            raise StoreError("the sessions could not be listed", error, folder) from error
+            raise StoreError("the sessions could not be listed", error, self._folder) from error
         found = []
-        for path in paths:
+        for name in names:
+            if not name.endswith(".jsonl"):
+                continue
+            session_id = name[: -len(".jsonl")]
             try:
-                loaded = self.load(path.stem)
+                listing = self._listing(session_id)
             except (KeyError, ValueError):
                 continue
             except StoreError as error:
                 _log.warning("session/list: %s", error.message)
                 continue
-            if cwd is not None and loaded.cwd != cwd:
+            if cwd is not None and listing.cwd != cwd:
                 continue
-            titles = [e["title"] for e in loaded.events if e.get("type") == "title"]
-            updated = loaded.events[-1].get("ts") if loaded.events else loaded.header.get("ts")
             found.append(
                 StoredSession(
-                    session_id=loaded.session_id,
-                    cwd=loaded.cwd,
-                    additional_directories=list(loaded.header.get("additional_directories", [])),
-                    title=titles[-1] if titles else None,
-                    updated_at=str(updated or ""),
+                    session_id=session_id,
+                    cwd=listing.cwd,
+                    additional_directories=list(listing.additional_directories),
+                    title=listing.title,
+                    updated_at=listing.updated_at,
                 )
             )
         found.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
         return found
 
 
-def _records(data: bytes) -> tuple[list[dict[str, Any]], list[str]]:
-    """The JSON objects of a log, and the lines that are not JSON, described."""
-    lines = data.split(b"\n")
-    records: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    last = len(lines) - 1 if lines[-1] else len(lines) - 2  # the final line (after it, only b"")
-    for number, line in enumerate(lines, 1):
+@dataclass(slots=True)
+class Listing:
+    """What ``session/list`` shows of one session, and the log length it describes."""
+
+    cwd: str
+    additional_directories: list[str]
+    title: str | None
+    updated_at: str
+    size: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cwd": self.cwd,
+            "additional_directories": self.additional_directories,
+            "title": self.title,
+            "updated_at": self.updated_at,
+            "size": self.size,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Listing:
+        title, size = data["title"], data["size"]
+        if not isinstance(data["cwd"], str) or not (title is None or isinstance(title, str)):
+            raise TypeError("not a listing")
+        if not isinstance(size, int) or not isinstance(data["updated_at"], str):
+            raise TypeError("not a listing")
+        directories = [d for d in data["additional_directories"] if isinstance(d, str)]
+        return cls(data["cwd"], directories, title, data["updated_at"], size)
+
+    def catch_up(self, data: bytes) -> None:
+        """Take in the lines of ``data`` (what the log gained): titles and the last time."""
+        for line in data.split(b"\n"):
+            if b'"title"' not in line and b'"ts"' not in line:
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(record, dict):
+                continue
+            if record.get("type") == "title" and isinstance(record.get("title"), str) and record["title"]:
+                self.title = record["title"]
+            if isinstance(record.get("ts"), str):
+                self.updated_at = record["ts"]
+
+
+def _check_header(session_id: str, header: dict[str, Any] | None) -> None:
+    if header is None or header.get("type") != "session":
+        raise ValueError(f"session {session_id}: the log has no header")
+    if header.get("version") not in READABLE_VERSIONS:
+        raise ValueError(
+            f"session {session_id}: log format {header.get('version')!r} is not supported "
+            f"(this dsh-acp reads formats {', '.join(map(str, READABLE_VERSIONS))})"
+        )
+
+
+def _header_of(data: bytes) -> tuple[dict[str, Any] | None, bytes]:
+    """The header of a log (its first line that is a JSON object), and the bytes after it."""
+    offset = 0
+    while offset < len(data):
+        end = data.find(b"\n", offset)
+        end = len(data) if end < 0 else end
+        line = data[offset:end]
+        offset = end + 1
         if not line.strip():
             continue
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError:
-            torn = number - 1 == last
-            skipped.append(f"line {number}" + (" (the last, torn by a crash?)" if torn else ""))
             continue
         if isinstance(record, dict):
-            records.append(record)
-    return records, skipped
+            return record, data[offset:]
+    return None, b""
+
+
+def _events_of(data: bytes) -> tuple[dict[str, Any] | None, list[SessionEvent], list[str]]:
+    """The header of a log, its events, and the lines that could not be read, described."""
+    lines = data.split(b"\n")
+    header: dict[str, Any] | None = None
+    events: list[SessionEvent] = []
+    skipped: list[str] = []
+    last = len(lines) - 1 if lines[-1] else len(lines) - 2  # the final line (after it, only b"")
+    loads, parse, append = orjson.loads, parse_event, events.append
+    # Loading builds an object or more per event and frees none: the collector would scan the
+    # growing heap over and over (most of a large load's time) for nothing.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for number, line in enumerate(lines, 1):
+            if not line or line.isspace():
+                continue
+            try:
+                record = loads(line)
+            except orjson.JSONDecodeError:
+                torn = number - 1 == last
+                skipped.append(f"line {number}" + (" (the last, torn by a crash?)" if torn else ""))
+                continue
+            if type(record) is not dict:
+                continue
+            if header is None:
+                header = record
+                continue
+            try:
+                event = parse(record)
+            except BadEvent as error:
+                _log.warning("session log: line %d: %s", number, error)
+                skipped.append(f"line {number} (not a complete event)")
+                continue
+            if event is not None:
+                append(event)
+    finally:
+        if collecting:
+            gc.enable()
+    return header, events, skipped

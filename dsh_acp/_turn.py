@@ -45,7 +45,6 @@ from ._bridge import (
     output_chunk,
     permission_tool_call,
     summary_chunk,
-    wire_block,
 )
 from ._client_requests import permission_params
 from ._coalesce import CoalescePolicy, OutputCoalescer
@@ -61,10 +60,19 @@ from ._compaction import (
 )
 from ._config import MAX_MODEL_REQUESTS
 from ._connection import RpcError
+from ._events import (
+    AssistantReply,
+    Compacted,
+    PermissionAnswered,
+    ToolCalled,
+    ToolCancelled,
+    ToolContext,
+    ToolFinished,
+    UsageReported,
+)
 from ._history import CANCELLED_TEXT
 from ._model import (
     AssistantMessage,
-    ContextMessage,
     ContextOverflow,
     Finish,
     FinishReason,
@@ -75,7 +83,6 @@ from ._model import (
     TextDelta,
     ToolCallRequest,
     ToolCallStart,
-    ToolResultMessage,
     Usage,
     UserMessage,
 )
@@ -153,7 +160,8 @@ class _Call:
     announced: bool = False
     finished: bool = False
     output: OutputCoalescer | None = None
-    model_result: ToolResultMessage | None = None
+    answered: bool = False
+    """Whether the call's result (or its cancellation) was logged."""
     recorded: bool = False
     rejected: str | None = None
     """Why the call cannot run (its arguments are too deep or too big): it fails unannounced to
@@ -300,18 +308,9 @@ class TurnRunner:
             # of the window would leave no room, and the next compaction would only summarise it.
             limit = int(window * SUMMARY_SHARE * (session.chars_per_token or CHARS_PER_TOKEN))
             summary = bound_text(summary, head=limit * 3 // 4, tail=limit // 4)
-        kept = session.history[cut.end :]
-        session.history[:] = [ContextMessage(f"Summary of the conversation so far:\n{summary}"), *kept]
+        # The summary replaces the messages before the cut (``SessionState.apply``).
+        session.record(Compacted(summary, self.last_text_id, compaction_id, len(session.history) - cut.end))
         session.usage_mark = -1  # the reported usage measured what was just replaced
-        session.record(
-            {
-                "type": "compact",
-                "summary": summary,
-                "text_id": self.last_text_id,
-                "compaction_id": compaction_id,
-                "kept": len(kept),
-            }
-        )
         return True
 
     async def summarize(self, compaction_id: str, messages: Sequence[Message] | None = None) -> str:
@@ -430,19 +429,17 @@ class TurnRunner:
                         del self._early[call_id]
                         await send(tool_call_update(call_id, "failed"))
             if keep and (text or reasoning or calls):
-                session.history.append(message)
+                session.record(
+                    AssistantReply(
+                        message.text,
+                        message.reasoning,
+                        ids.get("text"),
+                        ids.get("thought"),
+                        message.tool_calls,
+                    )
+                )
             if keep and session.usage is self.last_usage:
                 session.usage_mark = len(session.history)  # the usage counted up to here
-                session.record(
-                    {
-                        "type": "assistant",
-                        "text": message.text,
-                        "reasoning": message.reasoning,
-                        "text_id": ids.get("text"),
-                        "thought_id": ids.get("thought"),
-                        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
-                    }
-                )
         return message, finish
 
     async def _warn(self, title: str, detail: str) -> None:
@@ -452,6 +449,7 @@ class TurnRunner:
 
     async def _usage(self, usage: Usage) -> None:
         session = self.session
+        total = session.cost
         price_ref = getattr(session.model, "price_ref", None)
         if price_ref is not None and (usage.input_tokens or usage.output_tokens):
             from ._cost import request_cost
@@ -459,14 +457,13 @@ class TurnRunner:
             model_name, provider = price_ref
             cost = request_cost(model_name, provider, usage.input_tokens, usage.output_tokens)
             if cost is not None:
-                session.cost = (session.cost or 0) + cost
-        if usage.context_window:
-            event: dict[str, Any] = {"type": "usage", "used": usage.used, "size": usage.context_window}
-            if session.cost is not None:
-                event["cost"] = str(session.cost)
-            session.record(event)
-            price = float(session.cost) if session.cost is not None else None
-            await session.send(usage_update(usage.used, usage.context_window, price))
+                total = (total or 0) + cost
+        if not usage.context_window:
+            session.cost = total  # nothing to log: the next usage logged carries the cost
+            return
+        session.record(UsageReported(usage.used, usage.context_window, None if total is None else str(total)))
+        price = float(session.cost) if session.cost is not None else None
+        await session.send(usage_update(usage.used, usage.context_window, price))
 
     # -- tools ----------------------------------------------------------------------------
 
@@ -519,31 +516,17 @@ class TurnRunner:
         context = [result.additional_context for result in results if result.additional_context]
         if context:
             text = "\n\n".join(context)
-            session.history.append(ContextMessage(text))
-            session.record({"type": "context", "text": text})
+            session.record(ToolContext(text))
 
     def _settle_step(self) -> None:
-        """Add the step's results to the conversation in call order; a call that has none (the
-        turn was cancelled) gets a cancelled result, so the conversation stays well formed."""
+        """Close the step: a call that has no result (the turn was cancelled) is logged as
+        cancelled, so the step's results join the conversation (``SessionState.apply``) and it
+        stays well formed."""
         for call in self._step:
             self._record_call(call)
-            if call.model_result is None:
-                call.model_result = ToolResultMessage(
-                    call.info.call_id, call.info.name, (TextBlock(text=CANCELLED_TEXT),), is_error=True
-                )
-                self.session.record(
-                    {
-                        "type": "tool_result",
-                        "call_id": call.info.call_id,
-                        "content": [{"type": "text", "text": CANCELLED_TEXT}],
-                        "is_error": True,
-                        "error": None,
-                        "meta": None,
-                        "view": None,
-                        "cancelled": True,
-                    }
-                )
-            self.session.history.append(call.model_result)
+            if not call.answered:
+                call.answered = True
+                self.session.record(ToolCancelled(call.info.call_id))
         self._step = []
 
     def _record_call(self, call: _Call) -> bool:
@@ -554,16 +537,15 @@ class TurnRunner:
         call.recorded = True
         info = call.info
         return self.session.record(
-            {
-                "type": "tool_call",
-                "call_id": info.call_id,
-                "name": info.name,
-                "arguments": info.arguments,
-                "kind": info.kind,
-                "view": view_json(info.view),
-                **({"notice": info.notice} if info.notice else {}),
-                **({"cwd": info.cwd} if info.cwd else {}),
-            }
+            ToolCalled(
+                info.call_id,
+                info.name,
+                info.arguments,
+                info.kind,
+                view_json(info.view),
+                info.notice,
+                info.cwd,
+            )
         )
 
     async def _announce(self, call: _Call, status: ToolCallStatus) -> None:
@@ -643,25 +625,14 @@ class TurnRunner:
         tool_result = result.as_tool_result()
         view = definition.result_view(call.info.arguments, tool_result) if definition else None
         content = _budget(result.content, self.settings.output_head, self.settings.output_tail)
-        call.model_result = ToolResultMessage(call.info.call_id, call.info.name, content, result.is_error)
+        error = None if result.error is None else {"name": result.error.name, "code": result.error.code}
         logged = session.record(
-            {
-                "type": "tool_result",
-                "call_id": result.call_id,
-                "content": [wire_block(block) for block in content],
-                "is_error": result.is_error,
-                "error": None
-                if result.error is None
-                else {"name": result.error.name, "code": result.error.code},
-                "meta": result.meta,
-                "view": view_json(view),
-            }
+            ToolFinished(result.call_id, content, result.is_error, error, result.meta, view_json(view))
         )
         if not logged:
             # The turn is stopping: the call closes as failed, as a reload of the log will show it.
-            call.model_result = None
             return
-        call.finished = True
+        call.answered = call.finished = True
         updates = finish_call(
             call.info, tool_result, view, session.render, streamed=_streamed(call), attached=call.attached
         )
@@ -707,16 +678,15 @@ class TurnRunner:
         if chosen is None:
             return Deny(f"the permission answer was not understood ({response!r:.80}); the call was not run")
         if chosen.remember:
-            rule = "allow" if chosen.kind == "allow_always" else "reject"
+            rule: Literal["allow", "reject"] = "allow" if chosen.kind == "allow_always" else "reject"
             if chosen.project and rules.project is not None:
                 try:
                     rules.project.add(rule, chosen.remember)
                 except OSError as error:
                     _log.warning("could not keep the answer for the project: %s", error)
             else:
-                (rules.allow if rule == "allow" else rules.reject).update(chosen.remember)
                 for remembered in chosen.remember:
-                    session.record({"type": "permission", "rule": rule, "match": remembered.to_json()})
+                    session.record(PermissionAnswered(rule, remembered.to_json()))
         if chosen.kind in ("allow_once", "allow_always"):
             return Allow()
         return Deny("the user declined this call; do not retry it unchanged")

@@ -20,7 +20,9 @@ import orjson
 import pytest
 from anyio.abc import Process
 
+from dsh_acp._events import AssistantReply, TurnStopped, UserPrompt
 from dsh_acp.testing import AcpSchema
+from dsh_tools import TextBlock
 
 pytestmark = pytest.mark.anyio
 
@@ -324,9 +326,9 @@ def _big_session(state: Path, cwd: Path, events: int, text_bytes: int) -> str:
     store = SessionStore(state, clock=lambda: "2026-01-01T00:00:00Z")
     log = store.create("big", str(cwd), [])
     for i in range(events):
-        log.append({"type": "user", "content": [{"type": "text", "text": f"q{i}"}], "message_id": f"u{i}"})
-        log.append({"type": "assistant", "text": "é" * text_bytes, "text_id": f"a{i}", "tool_calls": []})
-        log.append({"type": "stop", "reason": "end_turn"})
+        log.append(UserPrompt((TextBlock(text=f"q{i}"),), f"u{i}"))
+        log.append(AssistantReply("é" * text_bytes, text_id=f"a{i}"))
+        log.append(TurnStopped("end_turn"))
     log.close()
     store.close()
     return "big"

@@ -317,7 +317,7 @@ async def test_rules_survive_load_precisely_and_old_keys_get_narrower(
         await client.prompt(sid, "first")
     # What an older agent logged: "bash: ls" used to cover every command starting with `ls`.
     log = SessionStore(state, clock=lambda: "2026-01-01T00:00:00Z").open(sid)
-    log.append({"type": "permission", "rule": "allow", "key": "bash: ls"})
+    log.write_record({"type": "permission", "rule": "allow", "key": "bash: ls"})  # format 1
     log.close()
     config2, _ = recorded(turns, default_tools(), default_mode="default", state_dir=state)
     answers = deque(["reject_once", "reject_once", "reject_once"])

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from secret_cases import JWT, PLAIN, SECRET
 
+from dsh_acp._events import UserPrompt
 from dsh_acp._store import Redactor, SessionStore
-from dsh_tools import is_secret_variable, redact_secret_shapes, secret_values, without_secrets
+from dsh_tools import TextBlock, is_secret_variable, redact_secret_shapes, secret_values, without_secrets
 from reference_tools._jobs import BashSettings, command_env
 
 
@@ -36,7 +37,7 @@ def test_the_log_keeps_none_of_the_secrets_and_all_the_rest(tmp_path: Path) -> N
     store = SessionStore(tmp_path, clock=lambda: "T", redact=Redactor(environ=table_environ()))
     log = store.create("s1", "/w", [])
     everything = "\n".join(f"{name}={value}" for name, value in table_environ().items())
-    log.append({"type": "user", "content": [{"type": "text", "text": everything}]})
+    log.append(UserPrompt((TextBlock(text=everything),)))
     log.close()
     raw = (tmp_path / "sessions" / "s1.jsonl").read_text()
     for name, _, hidden in SECRET:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from dsh_acp._connection import RpcError
+from dsh_acp._events import UserPrompt
 from dsh_acp._store import Redactor, SessionBusy, SessionStore
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
@@ -18,6 +19,7 @@ from dsh_tools import (
     TerminalCallView,
     TerminalOutput,
     TerminalResultView,
+    TextBlock,
     ToolExecution,
     ToolOutput,
     ToolResult,
@@ -221,14 +223,14 @@ def test_log_is_private_locked_and_survives_a_torn_line(
 ) -> None:
     store = SessionStore(tmp_path, clock=lambda: "T")
     log = store.create("s1", "/w", [])
-    log.append({"type": "user", "content": [{"type": "text", "text": "hi"}]})
+    log.append(UserPrompt((TextBlock(text="hi"),)))
     assert stat.S_IMODE(os.stat(log.path).st_mode) == 0o600
     with pytest.raises(SessionBusy, match="open in another dsh-acp process"):
         store.open("s1")
     with open(log.path, "ab") as handle:
         handle.write(b'{"type": "assistant", "te')  # the agent died mid-write
     loaded = store.load("s1")
-    assert [e["type"] for e in loaded.events] == ["user"]
+    assert [type(e) for e in loaded.events] == [UserPrompt]
     assert "torn" in caplog.text
     log.close()
     store.open("s1").close()  # unlocked now
@@ -248,12 +250,7 @@ def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
     )
     store = SessionStore(tmp_path, clock=lambda: "T", redact=redact)
     log = store.create("s1", "/root", [])
-    log.append(
-        {
-            "type": "user",
-            "content": [{"type": "text", "text": "key sk-live-abcdef123456 and ghp_verysecretvalue"}],
-        }
-    )
+    log.append(UserPrompt((TextBlock(text="key sk-live-abcdef123456 and ghp_verysecretvalue"),)))
     log.close()
     raw = (tmp_path / "sessions" / "s1.jsonl").read_text()
     assert "sk-live" not in raw
@@ -272,11 +269,12 @@ def test_session_ids_cannot_escape_the_store(tmp_path: Path) -> None:
 async def test_a_call_left_open_by_a_crash_replays_failed(acp_schema: AcpSchema, tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "state", clock=lambda: "T")
     log = store.create("crashed", str(tmp_path), [])
-    log.append({"type": "user", "content": [{"type": "text", "text": "go"}], "message_id": "m1"})
-    log.append(
+    # Lines as the agent of format 1 wrote them.
+    log.write_record({"type": "user", "content": [{"type": "text", "text": "go"}], "message_id": "m1"})
+    log.write_record(
         {"type": "assistant", "text": "", "tool_calls": [{"id": "c1", "name": "note", "arguments": "{}"}]}
     )
-    log.append(
+    log.write_record(
         {
             "type": "tool_call",
             "call_id": "c1",
@@ -318,7 +316,7 @@ def test_a_secret_learned_later_is_redacted_too(tmp_path: Path) -> None:
     store = SessionStore(tmp_path, clock=lambda: "T", redact=redact)
     log = store.create("s1", "/w", [])
     redact.add("sk-stored-by-login-123")
-    log.append({"type": "user", "content": [{"type": "text", "text": "cat config: sk-stored-by-login-123"}]})
+    log.append(UserPrompt((TextBlock(text="cat config: sk-stored-by-login-123"),)))
     log.close()
     raw = (tmp_path / "sessions" / "s1.jsonl").read_text()
     assert "sk-stored" not in raw

@@ -22,6 +22,7 @@ import pytest
 
 from dsh_acp import _store
 from dsh_acp._connection import RpcError
+from dsh_acp._events import ModeChanged, TurnStopped, UserPrompt, event_json
 from dsh_acp._store import SessionBusy, SessionStore
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import define_tool
@@ -59,16 +60,16 @@ def _open_fds() -> int:
 def test_an_append_never_lands_on_a_torn_line(tmp_path: Path) -> None:
     store = SessionStore(tmp_path, clock=lambda: "T")
     log = store.create("s1", "/w", [])
-    log.append({"type": "user", "content": []})
+    log.append(UserPrompt(()))
     log.close()
     with open(log.path, "ab") as handle:
         handle.write(b'{"type": "assistant", "te')  # the agent died mid-write
     assert store.load("s1").skipped == ["line 3 (the last, torn by a crash?)"]
     again = store.open("s1")
-    again.append({"type": "stop", "reason": "end_turn"})
+    again.append(TurnStopped("end_turn"))
     again.close()
     loaded = store.load("s1")
-    assert [e["type"] for e in loaded.events] == ["user", "stop"]  # the next event survived
+    assert [event_json(e)["type"] for e in loaded.events] == ["user", "stop"]  # the next event survived
     assert loaded.skipped == ["line 3"]  # fenced: no longer the last line
     store.close()
 
@@ -119,6 +120,7 @@ def test_two_stores_never_open_one_session(tmp_path: Path) -> None:
 _RACER = """
 import sys, time
 from pathlib import Path
+from dsh_acp._events import ModeChanged
 from dsh_acp._store import SessionBusy, SessionStore
 store = SessionStore(Path(sys.argv[1]), clock=lambda: "T")
 deadline = float(sys.argv[2])
@@ -129,7 +131,7 @@ try:
 except SessionBusy:
     print("busy", flush=True)
 else:
-    log.append({"type": "mode", "mode_id": "plan"})
+    log.append(ModeChanged("plan"))
     print("won", flush=True)
     sys.stdin.read()  # hold it until told to go
 """
@@ -185,7 +187,7 @@ def test_idle_sessions_hold_no_descriptor(tmp_path: Path) -> None:
     before = _open_fds()
     logs = [store.create(f"s{i}", "/w", []) for i in range(2000)]
     for log in logs[::7]:
-        log.append({"type": "mode", "mode_id": "plan"})
+        log.append(ModeChanged("plan"))
     assert _open_fds() - before <= _store._OPEN_LOGS + 1  # the cache and the lock file
     for log in logs:
         log.close()
@@ -297,7 +299,7 @@ async def test_a_full_disk_mid_turn_fails_the_prompt_and_keeps_the_turn_consiste
     client.assert_valid()
     # The log holds what the editor saw: the call opened and never finished, replayed as failed.
     reloaded = SessionStore(tmp_path / "state", clock=lambda: "T").load(sid)
-    assert [e["type"] for e in reloaded.events] == [
+    assert [event_json(e)["type"] for e in reloaded.events] == [
         "user",
         "assistant",
         "tool_call",
@@ -325,7 +327,11 @@ async def test_a_state_folder_that_fails_names_the_cause(acp_schema: AcpSchema, 
         assert (await client.prompt(sid, "still here"))["stopReason"] == "end_turn"
     client.assert_valid()
     # A session that could not start leaves no log behind.
-    assert sorted(p.name for p in (tmp_path / "state" / "sessions").iterdir()) == [".locks", f"{sid}.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "state" / "sessions").iterdir()) == [
+        ".locks",
+        f"{sid}.jsonl",
+        f"{sid}.listing.json",
+    ]
 
 
 async def test_no_descriptor_left_fails_only_the_request_that_needed_one(
@@ -397,7 +403,7 @@ async def test_a_real_full_disk_and_a_read_only_one(acp_schema: AcpSchema, tmp_p
             assert client.exit_code is None
         client.assert_valid()
         loaded = SessionStore(disk / "state", clock=lambda: "T").load(sid)
-        kinds = [e["type"] for e in loaded.events]
+        kinds = [event_json(e)["type"] for e in loaded.events]
         assert kinds[-4:] == ["user", "assistant", "stop", "title"]  # the next turn survived
         assert loaded.skipped == ["line 3"]  # the event the full disk tore, fenced off
         # A read-only disk (remounting needs no agent writing to it).
