@@ -41,7 +41,7 @@ class ToolOutput:
     """``execute``'s full return form: model-facing content plus an opaque presentation ``meta``.
 
     ``meta`` must be JSON-serializable: it is persisted with the result and handed back to
-    ``present_result``, so a replayed card is identical to the live one.
+    ``present_result`` when a loaded session is replayed, which draws the card again from it.
     """
 
     content: Sequence[ContentBlock]
