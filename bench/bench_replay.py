@@ -65,7 +65,8 @@ class Agent:
 
     def ask(self, method: str, params: Any) -> tuple[Any, int]:
         """Send a request; its result and the lines read before it."""
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.next_id += 1
         marker = f'{{"jsonrpc":"2.0","id":{self.next_id},'.encode()
         message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
