@@ -19,8 +19,10 @@ longer registered); a line that does not have its event's fields is skipped like
 from __future__ import annotations
 
 import functools
+import gc
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -51,6 +53,7 @@ __all__ = [
     "UsageReported",
     "UserPrompt",
     "blocks_from_wire",
+    "collector_paused",
     "event_json",
     "parse_event",
 ]
@@ -315,6 +318,20 @@ def event_json(event: SessionEvent) -> dict[str, Any]:
 
 
 # -- reading -------------------------------------------------------------------------------------
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a log is read, applied and replayed: that builds
+    an object or more per event and frees none, and the collector would scan the growing heap
+    over and over for nothing (most of the time of a large load)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class BadEvent(ValueError):

@@ -157,8 +157,12 @@ class SessionMethods:
 
         parsed = parse_params(LoadSessionParams, params)
         session, loaded, failures = await self.sessions.restore(parsed)
-        for update in replay_updates(loaded.events, session.render, session.registry):
-            await session.send(update)
+        from ._events import collector_paused
+        from ._replay import replay_updates
+
+        with collector_paused():  # for as long as the replay lasts (see collector_paused)
+            for update in replay_updates(loaded.events, session.render, session.registry):
+                await session.send(update)
         return Reply(
             self.pickers.answer(session), self.sessions.after_answer(session, failures, loaded.skipped)
         )

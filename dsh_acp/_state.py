@@ -32,6 +32,7 @@ from ._events import (
     TurnStopped,
     UsageReported,
     UserPrompt,
+    collector_paused,
 )
 from ._model import AssistantMessage, ContextMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
 from ._modes import PermissionState
@@ -136,8 +137,9 @@ class SessionState:
     def apply_all(self, events: Iterable[SessionEvent]) -> None:
         """Apply a log's events in order, then settle its last step (the agent may have died)."""
         apply = self.apply
-        for event in events:
-            apply(event)
+        with collector_paused():
+            for event in events:
+                apply(event)
         self.settle()
 
     def _result(self, event: ToolFinished | ToolCancelled) -> None:

@@ -23,7 +23,6 @@ none. Strings that look like secrets are redacted before they reach the disk. A 
 from __future__ import annotations
 
 import errno
-import gc
 import logging
 import os
 import re
@@ -47,6 +46,7 @@ from ._events import (
     SessionEvent,
     TitleSet,
     TurnStopped,
+    collector_paused,
     event_json,
     parse_event,
 )
@@ -567,11 +567,7 @@ def _events_of(data: bytes) -> tuple[dict[str, Any] | None, list[SessionEvent], 
     skipped: list[str] = []
     last = len(lines) - 1 if lines[-1] else len(lines) - 2  # the final line (after it, only b"")
     loads, parse, append = orjson.loads, parse_event, events.append
-    # Loading builds an object or more per event and frees none: the collector would scan the
-    # growing heap over and over (most of a large load's time) for nothing.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         for number, line in enumerate(lines, 1):
             if not line or line.isspace():
                 continue
@@ -594,7 +590,4 @@ def _events_of(data: bytes) -> tuple[dict[str, Any] | None, list[SessionEvent], 
                 continue
             if event is not None:
                 append(event)
-    finally:
-        if collecting:
-            gc.enable()
     return header, events, skipped
