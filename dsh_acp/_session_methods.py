@@ -158,7 +158,6 @@ class SessionMethods:
         parsed = parse_params(LoadSessionParams, params)
         session, loaded, failures = await self.sessions.restore(parsed)
         from ._events import collector_paused
-        from ._replay import replay_updates
 
         with collector_paused():  # for as long as the replay lasts (see collector_paused)
             for update in replay_updates(loaded.events, session.render, session.registry):
