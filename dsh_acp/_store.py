@@ -561,20 +561,28 @@ def _header_of(data: bytes) -> tuple[dict[str, Any] | None, bytes]:
 
 def _events_of(data: bytes) -> tuple[dict[str, Any] | None, list[SessionEvent], list[str]]:
     """The header of a log, its events, and the lines that could not be read, described."""
-    lines = data.split(b"\n")
     header: dict[str, Any] | None = None
     events: list[SessionEvent] = []
     skipped: list[str] = []
-    last = len(lines) - 1 if lines[-1] else len(lines) - 2  # the final line (after it, only b"")
-    loads, parse, append = orjson.loads, parse_event, events.append
+    loads, parse, append, find = orjson.loads, parse_event, events.append, data.find
+    end = len(data.rstrip(b"\n"))  # the final line ends here (after it, only newlines)
+    start, number = 0, 0
     with collector_paused():
-        for number, line in enumerate(lines, 1):
+        # One line at a time, never all of them at once: a list of every line would be as large
+        # as the log, and freed around the events it leaves behind (memory the agent keeps).
+        while start < len(data):
+            stop = find(b"\n", start)
+            if stop < 0:
+                stop = len(data)
+            number += 1
+            line = data[start:stop]
+            start = stop + 1
             if not line or line.isspace():
                 continue
             try:
                 record = loads(line)
             except orjson.JSONDecodeError:
-                torn = number - 1 == last
+                torn = stop >= end
                 skipped.append(f"line {number}" + (" (the last, torn by a crash?)" if torn else ""))
                 continue
             if type(record) is not dict:
