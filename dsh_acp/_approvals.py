@@ -34,7 +34,6 @@ import orjson
 from dsh_tools import ApprovalSubject, CommandSubject, PathSubject
 
 from ._client_requests import PermissionOption
-from ._events import PermissionRemoved
 from ._shellwords import split_command_line
 
 __all__ = [
@@ -542,7 +541,7 @@ def permissions_command(
     reject: set[Rule],
     project: ProjectRules | None,
     argument: str,
-    record: Callable[[PermissionRemoved], object],
+    record: Callable[[Literal["allow", "reject"], dict[str, Any]], object],
 ) -> str:
     """What ``/permissions`` answers: the remembered approvals, numbered (``/permissions`` or
     ``/permissions list``), or one of them removed (``/permissions remove N``)."""
@@ -571,7 +570,7 @@ def permissions_command(
             return f"There is no approval number {number}; `/permissions` lists them."
         rule_kind, scope, rule = entries[number - 1]
         if scope == "session":
-            record(PermissionRemoved("allow" if rule_kind == "allow" else "reject", rule.to_json()))
+            record("allow" if rule_kind == "allow" else "reject", rule.to_json())
         elif project is not None:
             project.remove(rule_kind, rule)
         return f"Removed: {line(entries[number - 1])}. It asks again from now on."

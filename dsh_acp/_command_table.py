@@ -52,9 +52,16 @@ class CommandTable:
 
     async def _permissions(self, session: Session, runner: TurnRunner, argument: str) -> StopReason:
         from ._approvals import permissions_command
+        from ._events import PermissionRemoved
 
         rules = session.permissions
-        answer = permissions_command(rules.allow, rules.reject, rules.project, argument, session.record)
+        answer = permissions_command(
+            rules.allow,
+            rules.reject,
+            rules.project,
+            argument,
+            lambda rule, match: session.record(PermissionRemoved(rule, match)),
+        )
         return await self._say(session, answer)
 
     async def _mode(self, session: Session, runner: TurnRunner, argument: str) -> StopReason:
