@@ -24,6 +24,7 @@ from dsh_tools import (
     Ask,
     ContentBlock,
     Deny,
+    DiffCallView,
     PlanView,
     ProgressEvent,
     TerminalAttached,
@@ -654,7 +655,12 @@ class TurnRunner:
             return Deny(f"the user chose to always reject {rejected.phrase()}; do not retry it")
         if question.allowed_by([*rules.allow, *project_allow]) is not None:
             return Allow()
-        call.info = replace(call.info, notice=question.notice, cwd=question.cwd)
+        view = call.info.view
+        if isinstance(view, DiffCallView) and not call.announced:
+            from ._whole_diffs import widened  # an approval of an edit, not start-up, loads it
+
+            view = await widened(view, session.cwd, execution.services)
+        call.info = replace(call.info, view=view, notice=question.notice, cwd=question.cwd)
         await self._announce(call, "pending")
         options = question.options([*rules.allow, *project_allow], project=rules.project is not None)
         params = permission_params(
