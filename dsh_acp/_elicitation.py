@@ -1,17 +1,31 @@
 """Questions to the user through the editor: ACP ``elicitation/create`` in form mode, for
-clients that advertise ``elicitation.form`` (the ``ask_user`` tool's ``UserQuestions``)."""
+clients that advertise ``elicitation.form`` (the ``ask_user`` tool's ``UserQuestions``, and the
+questions of the session's MCP servers)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from dsh_tools.questions import Answer, UserQuestions
+import anyio
 
+from dsh_tools import GenericCallView, TextBlock, ToolResult
+from dsh_tools.questions import Answer, UserQuestions, answer_text
+
+from ._bridge import CallInfo, announce_call, cancelled_call, finish_call
 from ._client_requests import elicitation_params
 from ._connection import RpcError
 
-__all__ = ["ClientQuestions"]
+if TYPE_CHECKING:
+    from ._session import Session
+
+__all__ = ["MCP_QUESTION", "ClientQuestions", "McpQuestions"]
+
+_log = logging.getLogger("dsh_acp.elicitation")
+
+MCP_QUESTION = "mcp_question"
+"""The tool name on the card of an MCP server's question (no tool of the model's: a card only)."""
 
 
 class ClientQuestions(UserQuestions):
@@ -32,3 +46,72 @@ class ClientQuestions(UserQuestions):
             content = response.get("content")
             return Answer("accept", dict(content) if isinstance(content, dict) else {})
         return Answer("decline") if action == "decline" else Answer("cancel")
+
+
+class McpQuestions:
+    """The session's MCP servers' questions (``_mcp.AskUser``): each is its own card while it
+    waits, as an ``ask_user`` question is, asked with that card's id, closed with the answer, and
+    logged as a call and its result so a reload shows question and answer."""
+
+    def __init__(self, session: Session, questions: UserQuestions, new_id: Callable[[], str]) -> None:
+        self._session = session
+        self._questions = questions
+        self._new_id = new_id
+
+    async def __call__(
+        self, server: str, message: str, schema: dict[str, Any]
+    ) -> tuple[Literal["accept", "decline", "cancel"], dict[str, Any]]:
+        session = self._session
+        view = GenericCallView(
+            title=f"Question from {server}: {' '.join(message.split())[:120]}", kind="other"
+        )
+        info = CallInfo(
+            call_id=f"question-{self._new_id()}",
+            name=MCP_QUESTION,
+            arguments={"server": server, "message": message},
+            view=view,
+        )
+        self._record(
+            {
+                "type": "tool_call",
+                "call_id": info.call_id,
+                "name": info.name,
+                "arguments": info.arguments,
+                "kind": "other",
+                "view": view.model_dump(mode="json"),
+            }
+        )
+        await session.send(announce_call(info, "in_progress", session.render))
+        try:
+            answer = await self._questions.ask(message, schema, info.call_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # the server gave up (or the session closed)
+                self._record(_result(info.call_id, "cancelled", cancelled=True))
+                for closing in cancelled_call(info, session.render):
+                    await session.send(closing)
+            raise
+        said = answer_text(answer)
+        self._record(_result(info.call_id, said))
+        result = ToolResult(content=(TextBlock(text=said),))
+        for update in finish_call(info, result, None, session.render):
+            await session.send(update)
+        return answer.action, answer.values
+
+    def _record(self, event: dict[str, Any]) -> None:
+        try:
+            self._session.record(event)
+        except Exception as error:  # outside a turn a log failure must not fail the server's call
+            _log.warning("session log: a question was not logged: %s", error)
+
+
+def _result(call_id: str, text: str, *, cancelled: bool = False) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "call_id": call_id,
+        "content": [{"type": "text", "text": text}],
+        "is_error": cancelled,
+        "error": None,
+        "meta": None,
+        "view": None,
+        **({"cancelled": True} if cancelled else {}),
+    }

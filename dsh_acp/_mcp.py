@@ -25,10 +25,10 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HTTP_SUPPORTED",
+    "AskUser",
     "McpConnections",
     "McpServerError",
     "connect_servers",
@@ -94,6 +95,14 @@ class McpServerError(HarnessError):
     """
 
     default_code = "MCP_ERROR"
+
+
+AskUser = Callable[
+    [str, str, dict[str, Any]], Awaitable[tuple[Literal["accept", "decline", "cancel"], dict[str, Any]]]
+]
+"""How a server's form question reaches the user: ``(server name, message, requested schema)`` →
+``(action, content)``. Given only when the editor can ask; without it the servers are not told
+they may ask (MCP's capability), and a question sent anyway is refused at once."""
 
 
 # -- configuration -------------------------------------------------------------------------------
@@ -279,10 +288,11 @@ def _import_mcp() -> None:
 class _Server:
     """One configured server: its owner task, its session and the calls made through it."""
 
-    def __init__(self, spec: _StdioSpec | _HttpSpec, cwd: str | None) -> None:
+    def __init__(self, spec: _StdioSpec | _HttpSpec, cwd: str | None, ask: AskUser | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.cwd = cwd
+        self._ask = ask
         self.tools: list[mcp_types.Tool] = []
         self.failure: str | None = None
         """Why it did not start (one line for the user), once ``ready`` is set."""
@@ -351,6 +361,8 @@ class _Server:
                 write,
                 client_info=Implementation(name="dsh-acp", version=VERSION),
                 logging_callback=self._on_log,
+                # Declares elicitation to the server only when the editor can ask.
+                elicitation_callback=None if self._ask is None else self._on_elicit,
             )
         )
         # Only the awaits are bounded: the contexts above must be left by the stack, not by
@@ -413,6 +425,21 @@ class _Server:
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         _log.info('MCP server "%s" (%s): %s', self.name, brief(params.level), brief(params.data))
+
+    async def _on_elicit(
+        self, context: Any, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        """A server's question to the user, asked through the editor. A form question whose schema
+        is not the flat object MCP allows, or a URL-mode one (the SDK declares both modes; the
+        editor is only asked forms), is declined without asking."""
+        from mcp_types import ElicitRequestFormParams, ElicitResult
+
+        assert self._ask is not None
+        if not isinstance(params, ElicitRequestFormParams) or not _form_schema(params.requested_schema):
+            _log.info('MCP server "%s": a question it cannot be asked here was declined', self.name)
+            return ElicitResult(action="decline")
+        action, content = await self._ask(self.name, params.message, params.requested_schema)
+        return ElicitResult(action=action, content=content if action == "accept" else None)
 
     async def _exit_detail(self) -> str:
         return "" if self.process is None else await self.process.exit_detail()
@@ -477,6 +504,18 @@ class _Server:
                 f'MCP server "{self.name}": the call failed: {_describe(error)}', "MCP_CALL_FAILED"
             ) from None
         return ToolOutput(_blocks(result), is_error=result.is_error)
+
+
+def _form_schema(schema: object) -> bool:
+    """Whether a requested schema is an object of named fields, each with a ``type`` (MCP's
+    restricted form schema, which is also the editor's)."""
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        return False
+    properties = schema.get("properties", {})
+    return isinstance(properties, dict) and all(
+        isinstance(name, str) and isinstance(field, dict) and isinstance(field.get("type"), str)
+        for name, field in properties.items()
+    )
 
 
 def _is_connection_closed(error: BaseException) -> bool:
@@ -598,6 +637,7 @@ async def connect_servers(
     cwd: str | None = None,
     start_timeout: float = 10.0,
     http: bool = HTTP_SUPPORTED,
+    ask: AskUser | None = None,
 ) -> tuple[McpConnections, list[str]]:
     """Start ``servers`` (ACP ``McpServer`` objects) and register their tools in ``registry``.
 
@@ -609,7 +649,7 @@ async def connect_servers(
 
     ``task_group`` must outlive the session (the agent's): each server is owned by a task in it.
     ``cwd`` is where stdio servers run (the session's directory). With ``http=False``, http
-    servers are refused like sse ones.
+    servers are refused like sse ones. ``ask`` forwards the servers' questions to the user.
     """
     connections = McpConnections(registry)
     failures: dict[int, str] = {}
@@ -620,7 +660,7 @@ async def connect_servers(
         except ValueError as error:
             failures[index] = f'MCP server "{_server_name(raw)}" failed to start: {_one_line(str(error))}'
             continue
-        started.append((index, _Server(spec, cwd)))
+        started.append((index, _Server(spec, cwd, ask)))
     if not started:
         return connections, [failures[i] for i in sorted(failures)]
     try:

@@ -185,8 +185,14 @@ class SessionManager:
             return []
         from ._mcp import connect_servers
 
+        ask = None
+        if self.profile.questions:  # else the servers are not told they may ask
+            from ._elicitation import ClientQuestions, McpQuestions
+
+            questions = ClientQuestions(self.io.request, session.session_id)
+            ask = McpQuestions(session, questions, self.config.message_ids)
         connections, failures = await connect_servers(
-            session.mcp_servers, session.registry, task_group=self.background, cwd=session.cwd
+            session.mcp_servers, session.registry, task_group=self.background, cwd=session.cwd, ask=ask
         )
         session.services.add(connections)  # closed with the session
         return failures

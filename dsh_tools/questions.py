@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Answer", "UserQuestions"]
+__all__ = ["Answer", "UserQuestions", "answer_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +31,18 @@ class UserQuestions(ABC):
     async def ask(self, message: str, schema: dict[str, Any], call_id: str) -> Answer:
         """Show ``message`` with a form described by ``schema`` (a flat JSON Schema object of
         primitive properties) and wait for the answer."""
+
+
+def answer_text(answer: Answer) -> str:
+    """What an answer says, to the model and on the question's card."""
+    if answer.action == "decline":
+        return "The user declined to answer."
+    if answer.action == "cancel":
+        return "The user dismissed the question without answering."
+    values = answer.values
+    shown = (
+        str(values["answer"])
+        if set(values) == {"answer"}
+        else "\n".join(f"{name}: {value}" for name, value in values.items())
+    )
+    return f"The user answered:\n{shown}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsh_tools import GenericCallView, ToolDefinition, ToolError, ToolExecution, define_tool, text
-from dsh_tools.questions import UserQuestions
+from dsh_tools.questions import UserQuestions, answer_text
 
 __all__ = ["ask_user_tool"]
 
@@ -50,23 +50,13 @@ def _schema(args: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties)}
 
 
-def _shown(values: dict[str, Any]) -> str:
-    if set(values) == {"answer"}:
-        return str(values["answer"])
-    return "\n".join(f"{name}: {value}" for name, value in values.items())
-
-
 async def _ask(args: dict[str, Any], execution: ToolExecution) -> list[Any]:
     questions = execution.services.get(UserQuestions)  # type: ignore[type-abstract]
     if questions is None:
         raise ToolError("this editor cannot ask the user questions; decide yourself or say what you need")
     schema = _schema(args)
     answer = await questions.ask(args["question"], schema, execution.call_id)
-    if answer.action == "decline":
-        return [text("The user declined to answer.")]
-    if answer.action == "cancel":
-        return [text("The user dismissed the question without answering.")]
-    return [text(f"The user answered:\n{_shown(answer.values)}")]
+    return [text(answer_text(answer))]
 
 
 def _present(args: dict[str, Any]) -> GenericCallView:
