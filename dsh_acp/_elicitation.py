@@ -16,6 +16,7 @@ from dsh_tools.questions import Answer, UserQuestions, answer_text
 from ._bridge import CallInfo, announce_call, cancelled_call, finish_call
 from ._client_requests import elicitation_params
 from ._connection import RpcError
+from ._events import SessionEvent, ToolCalled, ToolCancelled, ToolFinished
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -72,46 +73,27 @@ class McpQuestions:
             view=view,
         )
         self._record(
-            {
-                "type": "tool_call",
-                "call_id": info.call_id,
-                "name": info.name,
-                "arguments": info.arguments,
-                "kind": "other",
-                "view": view.model_dump(mode="json"),
-            }
+            ToolCalled(info.call_id, info.name, info.arguments, "other", view.model_dump(mode="json"))
         )
         await session.send(announce_call(info, "in_progress", session.render))
         try:
             answer = await self._questions.ask(message, schema, info.call_id)
         except BaseException:
             with anyio.CancelScope(shield=True):  # the server gave up (or the session closed)
-                self._record(_result(info.call_id, "cancelled", cancelled=True))
+                self._record(ToolCancelled(info.call_id))
                 for closing in cancelled_call(info, session.render):
                     await session.send(closing)
             raise
         said = answer_text(answer)
-        self._record(_result(info.call_id, said))
         result = ToolResult(content=(TextBlock(text=said),))
+        self._record(ToolFinished(info.call_id, result.content))
         for update in finish_call(info, result, None, session.render):
             await session.send(update)
         return answer.action, answer.values
 
-    def _record(self, event: dict[str, Any]) -> None:
+    def _record(self, event: SessionEvent) -> None:
         try:
             self._session.record(event)
         except Exception as error:  # outside a turn a log failure must not fail the server's call
             _log.warning("session log: a question was not logged: %s", error)
 
-
-def _result(call_id: str, text: str, *, cancelled: bool = False) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "call_id": call_id,
-        "content": [{"type": "text", "text": text}],
-        "is_error": cancelled,
-        "error": None,
-        "meta": None,
-        "view": None,
-        **({"cancelled": True} if cancelled else {}),
-    }
