@@ -339,13 +339,10 @@ def test_edit_shows_the_applied_hunk_and_writes_through_the_editor(run: Run) -> 
     app = run.workspace / "src" / "app.py"
     call = run.announcement("call-edit")
     assert call["kind"] == "edit"
+    # The edit asks first, so its card shows the whole file before and after (a client that reads
+    # a diff's texts as whole files numbers the change at its own line).
     assert call["content"] == [
-        {
-            "type": "diff",
-            "path": str(app),
-            "oldText": 'return "Hello, " + name',
-            "newText": 'return f"Hello, {name}!"',
-        }
+        {"type": "diff", "path": str(app), "oldText": APP_PY, "newText": EDITED_APP_PY}
     ]
     final = run.call_updates("call-edit")[-1]
     assert final["status"] == "completed"
