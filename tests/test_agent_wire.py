@@ -334,6 +334,25 @@ def _big_session(state: Path, cwd: Path, events: int, text_bytes: int) -> str:
     return "big"
 
 
+async def _hang_up_mid_replay(acp_schema: AcpSchema, tmp_path: Path, process: Process) -> Wire:
+    """Load a long session in ``process`` and close its stdin once the replay is under way."""
+    sid = _big_session(tmp_path / "state", tmp_path, events=200, text_bytes=20_000)
+    wire = Wire(process, acp_schema)
+    await wire.send(INIT)
+    assert (await wire.line())["id"] == "probe"
+    await wire.request(1, "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+    assert process.stdout is not None
+    assert process.stdin is not None
+    while wire.buffer.count(b"\n") < 20:
+        wire.buffer += await process.stdout.receive()
+    await process.stdin.aclose()
+    return wire
+
+
+async def _agent_on(state: Path) -> Process:
+    return await anyio.open_process([sys.executable, "-m", "dsh_acp", "--state-dir", str(state)], stderr=None)
+
+
 # 1.0 s: slower than the old whole-line limit (0.5 s), which cut the line on a loaded machine.
 @pytest.mark.parametrize("reader_delay", [0.0, 0.4, 1.0])
 async def test_eof_during_a_large_replay_never_cuts_a_line(
@@ -341,21 +360,10 @@ async def test_eof_during_a_large_replay_never_cuts_a_line(
 ) -> None:
     """The editor closes stdin while the agent is replaying a long session: it may get less than
     the whole replay, but every line it gets is whole (and the agent exits promptly)."""
-    sid = _big_session(tmp_path / "state", tmp_path, events=200, text_bytes=20_000)
-    process = await anyio.open_process(
-        [sys.executable, "-m", "dsh_acp", "--state-dir", str(tmp_path / "state")], stderr=None
-    )
+    process = await _agent_on(tmp_path / "state")
     async with process:
-        wire = Wire(process, acp_schema)
-        await wire.send(INIT)
-        assert (await wire.line())["id"] == "probe"
-        await wire.request(1, "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+        wire = await _hang_up_mid_replay(acp_schema, tmp_path, process)
         assert process.stdout is not None
-        # Wait for the replay to be under way, then hang up in the middle of it.
-        while wire.buffer.count(b"\n") < 20:
-            wire.buffer += await process.stdout.receive()
-        assert process.stdin is not None
-        await process.stdin.aclose()
         await anyio.sleep(reader_delay)  # a slow reader: the pipe is full when the agent stops
         started = time.monotonic()
         rest = bytearray(wire.buffer)
@@ -374,20 +382,9 @@ async def test_eof_with_a_reader_that_never_reads_again_still_exits(
     acp_schema: AcpSchema, tmp_path: Path
 ) -> None:
     """The editor hangs up mid-replay and stops reading: finishing the line must not hang shutdown."""
-    sid = _big_session(tmp_path / "state", tmp_path, events=200, text_bytes=20_000)
-    process = await anyio.open_process(
-        [sys.executable, "-m", "dsh_acp", "--state-dir", str(tmp_path / "state")], stderr=None
-    )
+    process = await _agent_on(tmp_path / "state")
     async with process:
-        wire = Wire(process, acp_schema)
-        await wire.send(INIT)
-        assert (await wire.line())["id"] == "probe"
-        await wire.request(1, "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
-        assert process.stdout is not None
-        assert process.stdin is not None
-        while wire.buffer.count(b"\n") < 20:
-            wire.buffer += await process.stdout.receive()
-        await process.stdin.aclose()
+        await _hang_up_mid_replay(acp_schema, tmp_path, process)
         started = time.monotonic()
         with anyio.fail_after(15):
             assert await process.wait() == 0
