@@ -350,10 +350,10 @@ def profile(chunks: int, top: int, trickle: bool) -> None:
     import anyio
     from anyio.lowlevel import checkpoint
 
-    from dsh_acp._cli import build_config
-    from dsh_acp._scripted import ScriptedModel
-    from dsh_acp._serve import serve
-    from dsh_acp._stdio import FdReceiveStream, FdSendStream
+    from dsh_acp.cli._main import build_config
+    from dsh_acp.cli._serve import serve
+    from dsh_acp.models._scripted import ScriptedModel
+    from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
 
     if trickle:
         stream = ScriptedModel.stream

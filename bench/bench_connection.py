@@ -28,9 +28,9 @@ import orjson
 from anyio.abc import ByteSendStream
 from anyio.lowlevel import checkpoint
 
-from dsh_acp._connection import Connection
-from dsh_acp._memory import memory_pipe
-from dsh_acp._stdio import FdSendStream
+from dsh_acp.rpc._connection import Connection
+from dsh_acp.rpc._memory import memory_pipe
+from dsh_acp.rpc._stdio import FdSendStream
 
 PARAMS = {
     "sessionId": "sess_0123456789",

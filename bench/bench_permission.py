@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _stats import median_us, report
 
-from dsh_acp._approvals import ProjectRules, Question, Rule
-from dsh_acp._modes import PermissionState, mode_gate
+from dsh_acp.permissions._approvals import ProjectRules, Question, Rule
+from dsh_acp.permissions._modes import PermissionState, mode_gate
 from dsh_tools import CommandSubject, Services, ToolExecution, ToolRegistry, define_tool
 from reference_tools import register_fs_tools
 

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fake_openai import FakeOpenAI, chunk, stream_reply
 
-from dsh_acp._cli import build_config
-from dsh_acp._model import (
+from dsh_acp.cli._main import build_config
+from dsh_acp.models._model import (
     AssistantMessage,
     Message,
     ModelRequest,
@@ -37,8 +37,8 @@ from dsh_acp._model import (
     ToolResultMessage,
     UserMessage,
 )
-from dsh_acp._openai_request import RequestEncoder, chat_messages
-from dsh_acp._settings import ModelSettings
+from dsh_acp.models._openai_request import RequestEncoder, chat_messages
+from dsh_acp.models._settings import ModelSettings
 from dsh_acp.testing import AcpClient
 from dsh_tools import TextBlock
 

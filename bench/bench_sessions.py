@@ -92,9 +92,9 @@ def run(sessions: int, model: str | None) -> tuple[float, int, float]:
 _TRACED = """
 import gc, os, sys, threading, tracemalloc
 import anyio, orjson
-from dsh_acp._cli import build_config
-from dsh_acp._serve import serve
-from dsh_acp._stdio import FdReceiveStream, FdSendStream
+from dsh_acp.cli._main import build_config
+from dsh_acp.cli._serve import serve
+from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
 
 config = build_config(sys.argv[2:])
 sessions, folder = int(sys.argv[1]), os.getcwd()

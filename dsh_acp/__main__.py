@@ -2,6 +2,6 @@
 
 import sys
 
-from ._cli import main
+from dsh_acp.cli._main import main
 
 sys.exit(main())

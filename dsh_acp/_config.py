@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._coalesce import CoalescePolicy
-from ._framing import DEFAULT_MAX_MESSAGE_BYTES
+from dsh_acp.loop._coalesce import CoalescePolicy
+from dsh_acp.rpc._framing import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
+    from dsh_acp.models._model import Model
+    from dsh_acp.models._settings import ModelSource
     from dsh_tools import ToolDefinition, ToolRegistry
-
-    from ._model import Model
-    from ._settings import ModelSource
 
 __all__ = [
     "FIXED_TIME",

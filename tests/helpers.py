@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from dsh_acp._config import AgentConfig, ModelChoice, counter_ids
-from dsh_acp._model import ModelEvent, ModelRequest
-from dsh_acp._scripted import ScriptedModel
+from dsh_acp.models._model import ModelEvent, ModelRequest
+from dsh_acp.models._scripted import ScriptedModel
 from dsh_tools import ToolDefinition
 
 

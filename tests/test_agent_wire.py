@@ -20,7 +20,7 @@ import orjson
 import pytest
 from anyio.abc import Process
 
-from dsh_acp._events import AssistantReply, TurnStopped, UserPrompt
+from dsh_acp.session._events import AssistantReply, TurnStopped, UserPrompt
 from dsh_acp.testing import AcpSchema
 from dsh_tools import TextBlock
 
@@ -321,7 +321,7 @@ async def test_peer_values_are_logged_bounded(acp_schema: AcpSchema, tmp_path: P
 
 
 def _big_session(state: Path, cwd: Path, events: int, text_bytes: int) -> str:
-    from dsh_acp._store import SessionStore
+    from dsh_acp.session._store import SessionStore
 
     store = SessionStore(state, clock=lambda: "2026-01-01T00:00:00Z")
     log = store.create("big", str(cwd), [])

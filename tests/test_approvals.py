@@ -17,8 +17,8 @@ import anyio
 import pytest
 from approval_corpus import ATTACKS, COVERED
 
-from dsh_acp._approvals import Question, Rule, migrate_key, rule_from_json
-from dsh_acp._shellwords import split_command_line
+from dsh_acp.permissions._approvals import Question, Rule, migrate_key, rule_from_json
+from dsh_acp.permissions._shellwords import split_command_line
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import CommandSubject, PathSubject
 from helpers import recorded
@@ -290,7 +290,7 @@ def test_corpus_size() -> None:
 async def test_rules_survive_load_precisely_and_old_keys_get_narrower(
     acp_schema: AcpSchema, tmp_path: Path
 ) -> None:
-    from dsh_acp._store import SessionStore
+    from dsh_acp.session._store import SessionStore
 
     ws, state = tmp_path / "ws", tmp_path / "state"
     ws.mkdir()

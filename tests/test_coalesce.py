@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from dsh_acp._coalesce import CoalescePolicy, OutputCoalescer
+from dsh_acp.loop._coalesce import CoalescePolicy, OutputCoalescer
 
 pytestmark = pytest.mark.anyio
 

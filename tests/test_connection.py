@@ -14,7 +14,7 @@ from anyio import wait_all_tasks_blocked
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import BaseModel
 
-from dsh_acp._connection import (
+from dsh_acp.rpc._connection import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -27,8 +27,8 @@ from dsh_acp._connection import (
     RequestId,
     RpcError,
 )
-from dsh_acp._framing import Frame, FrameDecoder, Message, encode_message
-from dsh_acp._memory import memory_pipe
+from dsh_acp.rpc._framing import Frame, FrameDecoder, Message, encode_message
+from dsh_acp.rpc._memory import memory_pipe
 
 RequestHandler = Callable[[Any, RequestId], Awaitable[Any]]
 NotificationHandler = Callable[[Any], Awaitable[None] | None]

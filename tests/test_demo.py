@@ -157,7 +157,7 @@ def test_a_failing_agent_is_one_line_and_non_zero(tmp_path: Path) -> None:
     agent.chmod(0o755)
     # The demo launches `sys.executable -m dsh_acp ...`: point it at an agent that fails at once.
     code = (
-        "import sys; from dsh_acp._demo import demo_main; "
+        "import sys; from dsh_acp.cli._demo import demo_main; "
         f"sys.executable = {str(agent)!r}; sys.exit(demo_main([]))"
     )
     run = subprocess.run(
@@ -172,7 +172,7 @@ def test_a_failing_agent_is_one_line_and_non_zero(tmp_path: Path) -> None:
 
 def test_importing_the_cli_does_not_import_rich() -> None:
     code = (
-        "import sys, dsh_acp._cli; "
+        "import sys, dsh_acp.cli._main; "
         "loaded = sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')); "
         "assert not loaded, loaded"
     )

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_acp._framing import (
+from dsh_acp.rpc._framing import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Frame,
     FrameDecoder,

@@ -23,10 +23,9 @@ from fake_openai import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_acp._cli import build_config
-from dsh_acp._connection import RpcError
-from dsh_acp._history import CANCELLED_TEXT, INTERRUPTED_TEXT, conversation
-from dsh_acp._model import (
+from dsh_acp.cli._main import build_config
+from dsh_acp.models._history import CANCELLED_TEXT, INTERRUPTED_TEXT, conversation
+from dsh_acp.models._model import (
     AssistantMessage,
     ContextMessage,
     Message,
@@ -35,8 +34,9 @@ from dsh_acp._model import (
     ToolResultMessage,
     UserMessage,
 )
-from dsh_acp._openai_request import RequestEncoder, chat_request
-from dsh_acp._settings import ModelSettings
+from dsh_acp.models._openai_request import RequestEncoder, chat_request
+from dsh_acp.models._settings import ModelSettings
+from dsh_acp.rpc._connection import RpcError
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import TextBlock
 

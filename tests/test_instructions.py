@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_acp._instructions import ProjectInstructions
+from dsh_acp.loop._instructions import ProjectInstructions
 from dsh_acp.testing import AcpClient, AcpSchema
 from helpers import recorded
 

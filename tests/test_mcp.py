@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh_acp._mcp import McpConnections, _object_schema, connect_servers, mcp_tool_name
-from dsh_acp._wire import EnvVariable, McpServerStdio
+from dsh_acp.acp._wire import EnvVariable, McpServerStdio
+from dsh_acp.mcp._servers import McpConnections, _object_schema, connect_servers, mcp_tool_name
 from dsh_tools import (
     Annotations,
     AudioBlock,

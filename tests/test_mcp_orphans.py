@@ -18,7 +18,7 @@ import anyio
 import pytest
 from anyio.abc import Process
 
-from dsh_acp._mcp import connect_servers
+from dsh_acp.mcp._servers import connect_servers
 from dsh_tools import ToolRegistry
 
 pytestmark = [

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsh_acp import _mcp
+from dsh_acp.mcp import _servers as _mcp
 from dsh_acp.testing import AcpClient, AcpSchema
 from helpers import scripted
 

@@ -18,7 +18,7 @@ import anyio
 import pytest
 from fake_openai import FakeOpenAI, Reply, chunk, error_reply, sse, stream_reply, tool_delta
 
-from dsh_acp._model import (
+from dsh_acp.models._model import (
     AssistantMessage,
     ContextMessage,
     Finish,
@@ -35,8 +35,8 @@ from dsh_acp._model import (
     Usage,
     UserMessage,
 )
-from dsh_acp._openai import OpenAIModel
-from dsh_acp._settings import ModelSettings
+from dsh_acp.models._openai import OpenAIModel
+from dsh_acp.models._settings import ModelSettings
 from dsh_tools import ToolSchema
 from dsh_tools._content import TextBlock
 
@@ -738,7 +738,10 @@ async def test_the_key_never_appears_in_errors_or_logs(caplog: pytest.LogCapture
 
 
 def test_importing_the_module_does_not_import_the_http_client() -> None:
-    code = "import sys, dsh_acp._openai, dsh_acp._settings; assert 'aiohttp' not in sys.modules, 'aiohttp'"
+    code = (
+        "import sys, dsh_acp.models._openai, dsh_acp.models._settings; "
+        "assert 'aiohttp' not in sys.modules, 'aiohttp'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_acp._model import (
+from dsh_acp.loop._prompt import system_prompt
+from dsh_acp.models._model import (
     AssistantMessage,
     ContextMessage,
     Message,
@@ -20,10 +21,9 @@ from dsh_acp._model import (
     ToolResultMessage,
     UserMessage,
 )
-from dsh_acp._openai_request import chat_messages, chat_request
-from dsh_acp._openai_sse import SSEDecoder
-from dsh_acp._prompt import system_prompt
-from dsh_acp._settings import ModelSettings
+from dsh_acp.models._openai_request import chat_messages, chat_request
+from dsh_acp.models._openai_sse import SSEDecoder
+from dsh_acp.models._settings import ModelSettings
 from dsh_tools import ToolDefinitionError, ToolRegistry, ToolSchema, define_tool
 from dsh_tools._content import (
     BlobResource,

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dsh_acp._client_profile import client_profile
-from dsh_acp._login import login_main, store_api_key
-from dsh_acp._openai import OpenAIModel
-from dsh_acp._settings import (
+from dsh_acp.acp._client_profile import client_profile
+from dsh_acp.models._login import login_main, store_api_key
+from dsh_acp.models._openai import OpenAIModel
+from dsh_acp.models._settings import (
     API_KEY_HELP,
     DEEPSEEK_BASE_URL,
     OPENAI_BASE_URL,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from secret_cases import JWT, PLAIN, SECRET
 
-from dsh_acp._events import UserPrompt
-from dsh_acp._store import Redactor, SessionStore
+from dsh_acp.session._events import UserPrompt
+from dsh_acp.session._store import Redactor, SessionStore
 from dsh_tools import TextBlock, is_secret_variable, redact_secret_shapes, secret_values, without_secrets
 from reference_tools._jobs import BashSettings, command_env
 

@@ -23,8 +23,8 @@ import orjson
 import pytest
 
 from dsh_acp._config import ModelChoice
-from dsh_acp._model import AssistantMessage, ContextMessage, Message, ToolResultMessage, UserMessage
-from dsh_acp._scripted import ScriptedModel
+from dsh_acp.models._model import AssistantMessage, ContextMessage, Message, ToolResultMessage, UserMessage
+from dsh_acp.models._scripted import ScriptedModel
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Accept,

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from dsh_acp._session_params import new_session_params
-from dsh_acp._wire import NewSessionParams
+from dsh_acp.acp._session_params import new_session_params
+from dsh_acp.acp._wire import NewSessionParams
 
 NOT_BEFORE_INITIALIZE = (
     "pydantic",
@@ -26,18 +26,18 @@ NOT_BEFORE_INITIALIZE = (
     "httpx",
     "mcp",
     "rich",
-    "dsh_acp._model",
-    "dsh_acp._session_methods",
-    "dsh_acp._settings",
-    "dsh_acp._store",
+    "dsh_acp.models._model",
+    "dsh_acp.acp._session_methods",
+    "dsh_acp.models._settings",
+    "dsh_acp.session._store",
     "shutil",  # argparse imports it to measure the terminal: our formatter does not
 )
 
 PROGRAM = """
 import sys
-from dsh_acp._cli import build_config
-from dsh_acp._serve import serve_stdio
-from dsh_acp._stdio import protocol_stdio
+from dsh_acp.cli._main import build_config
+from dsh_acp.cli._serve import serve_stdio
+from dsh_acp.rpc._stdio import protocol_stdio
 build_config(sys.argv[1:])
 print(" ".join(sorted(sys.modules)))
 """
@@ -54,7 +54,7 @@ def test_the_path_to_initialize_imports_none_of_the_heavy_parts(tmp_path: Path) 
         check=True,
     )
     loaded = set(result.stdout.split())
-    assert "dsh_acp._scripted" in loaded  # the script was checked before serving
+    assert "dsh_acp.models._scripted" in loaded  # the script was checked before serving
     assert sorted(m for m in NOT_BEFORE_INITIALIZE if m in loaded) == []
 
 
@@ -63,9 +63,9 @@ def test_the_path_to_initialize_imports_none_of_the_heavy_parts(tmp_path: Path) 
 IDLE_PROGRAM = """
 import os, sys
 import anyio, orjson
-from dsh_acp._cli import build_config
-from dsh_acp._serve import serve
-from dsh_acp._stdio import FdReceiveStream, FdSendStream
+from dsh_acp.cli._main import build_config
+from dsh_acp.cli._serve import serve
+from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
 
 config = build_config(sys.argv[1:])
 to_agent, from_agent = os.pipe(), os.pipe()
@@ -98,11 +98,11 @@ IDLE_NEVER = (
     "dsh_tools._content",
     "dsh_tools._views",
     "reference_tools",
-    "dsh_acp._bridge",
-    "dsh_acp._turn",
-    "dsh_acp._prompt_runner",
-    "dsh_acp._wire",
-    "dsh_acp._replay",
+    "dsh_acp.acp._bridge",
+    "dsh_acp.loop._turn",
+    "dsh_acp.acp._prompt_runner",
+    "dsh_acp.acp._wire",
+    "dsh_acp.session._replay",
 )
 """What an idle agent (``initialize`` and a ``session/new``, the warm-up after ``initialize`` done)
 has not loaded: pydantic and all that needs it (~8 MiB), the tools, the agent loop. The first
@@ -123,7 +123,7 @@ def test_an_idle_session_loads_no_pydantic_and_no_tools(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     loaded = set(result.stdout.split())
-    assert "dsh_acp._session_methods" in loaded  # the session was made
+    assert "dsh_acp.acp._session_methods" in loaded  # the session was made
     assert sorted(m for m in IDLE_NEVER if m in loaded) == []
 
 

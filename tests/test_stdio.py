@@ -13,9 +13,9 @@ import anyio.lowlevel
 import orjson
 import pytest
 
-from dsh_acp._connection import Connection, RequestId
-from dsh_acp._framing import encode_message
-from dsh_acp._stdio import FdReceiveStream, FdSendStream
+from dsh_acp.rpc._connection import Connection, RequestId
+from dsh_acp.rpc._framing import encode_message
+from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
 
 pytestmark = pytest.mark.anyio
 
@@ -23,8 +23,8 @@ pytestmark = pytest.mark.anyio
 AGENT = r"""
 import os, subprocess, sys
 import anyio
-from dsh_acp._connection import Connection
-from dsh_acp._stdio import protocol_stdio
+from dsh_acp.rpc._connection import Connection
+from dsh_acp.rpc._stdio import protocol_stdio
 
 class Dispatch:
     def on_request(self, method, params, request_id):

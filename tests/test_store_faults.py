@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from dsh_acp import _store
-from dsh_acp._connection import RpcError
-from dsh_acp._events import ModeChanged, TurnStopped, UserPrompt, event_json
-from dsh_acp._store import SessionBusy, SessionStore
+from dsh_acp.rpc._connection import RpcError
+from dsh_acp.session import _store
+from dsh_acp.session._events import ModeChanged, TurnStopped, UserPrompt, event_json
+from dsh_acp.session._store import SessionBusy, SessionStore
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import define_tool
 from helpers import recorded
@@ -120,8 +120,8 @@ def test_two_stores_never_open_one_session(tmp_path: Path) -> None:
 _RACER = """
 import sys, time
 from pathlib import Path
-from dsh_acp._events import ModeChanged
-from dsh_acp._store import SessionBusy, SessionStore
+from dsh_acp.session._events import ModeChanged
+from dsh_acp.session._store import SessionBusy, SessionStore
 store = SessionStore(Path(sys.argv[1]), clock=lambda: "T")
 deadline = float(sys.argv[2])
 while time.time() < deadline:

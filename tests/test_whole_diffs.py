@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_acp._whole_diffs import WHOLE_FILE_LIMIT, widened
+from dsh_acp.loop._whole_diffs import WHOLE_FILE_LIMIT, widened
 from dsh_tools import DiffCallView, FileDiff, Services
 
 

@@ -17,9 +17,9 @@ import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
 from dsh_acp._config import AgentConfig
-from dsh_acp._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
-from dsh_acp._memory import memory_pipe
-from dsh_acp._tap import LineTapReceive, LineTapSend
+from dsh_acp.rpc._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
+from dsh_acp.rpc._memory import memory_pipe
+from dsh_acp.rpc._tap import LineTapReceive, LineTapSend
 
 from ._checks import wire_problems
 from ._schema import AcpSchema
@@ -81,7 +81,7 @@ class AcpClient:
         cls, config: AgentConfig, *, schema: AcpSchema | None = None, **kwargs: Any
     ) -> AsyncIterator[AcpClient]:
         """Run an agent in this process over memory pipes (fast; same wire bytes)."""
-        from dsh_acp._serve import serve
+        from dsh_acp.cli._serve import serve
 
         client = cls(schema=schema, **kwargs)
         (agent_receive, agent_send), (client_receive, client_send) = memory_pipe()

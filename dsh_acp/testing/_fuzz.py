@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import orjson
 
-from dsh_acp._session_methods import AGENT_METHODS
+from dsh_acp.acp._session_methods import AGENT_METHODS
 
 from ._checks import wire_problems
 from ._schema import AcpSchema, SchemaViolation

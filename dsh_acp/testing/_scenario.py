@@ -44,7 +44,7 @@ import anyio
 import orjson
 from anyio.abc import TaskGroup
 
-from dsh_acp._connection import RpcError
+from dsh_acp.rpc._connection import RpcError
 
 from ._checks import wire_problems
 from ._client import AcpClient
@@ -227,7 +227,7 @@ class _Run:
         self.runs += 1
         paths = self.python_path()
         if self.mode == "memory":
-            from dsh_acp._cli import build_config
+            from dsh_acp.cli._main import build_config
 
             sys.path[:0] = paths  # a scenario's own tools module (``--tools tools:TOOLS``)
             _forget_modules(paths)  # another scenario's module of the same name must not answer

@@ -1,0 +1,86 @@
+"""The ACP client as a file system: ``fs/read_text_file`` and ``fs/write_text_file``.
+
+When the editor advertises them, reads see its unsaved buffers and writes enter its own review
+flow (Zed tracks them with Keep/Reject), so the file tools prefer this backend. An operation the
+client did not advertise falls back to the local disk; nothing is ever sent that was not
+advertised. Requests to the client have no timeout: a person may be looking at a dialog.
+
+Line endings and the byte-order mark follow the local disk's rule (``TextFormat``): the tools
+edit LF text, and a write puts back the style the client's text had when it was read — CRLF
+from an editor that serves files byte for byte, LF from one that normalises its buffers (Zed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from dsh_acp.rpc._connection import RESOURCE_NOT_FOUND, RpcError
+from dsh_tools.filesystem import FileSystem, LocalFileSystem, TextFormat, file_format, lf_text
+
+from ._client_requests import read_text_file_params, write_text_file_params
+
+__all__ = ["ClientFileSystem"]
+
+
+class ClientFileSystem(FileSystem):
+    """A session's file system through its ACP client."""
+
+    def __init__(
+        self,
+        request: Callable[[str, Any], Awaitable[Any]],
+        session_id: str,
+        *,
+        can_read: bool,
+        can_write: bool,
+        local: FileSystem | None = None,
+    ) -> None:
+        self._request = request
+        self._session_id = session_id
+        self._can_read = can_read
+        self._can_write = can_write
+        self._local = local or LocalFileSystem()
+        self._formats: dict[str, TextFormat] = {}
+        """The format of each file as the client last served it: what a write puts back."""
+
+    async def read_text(self, path: str) -> str:
+        if not self._can_read:
+            return await self._local.read_text(path)
+        try:
+            answer = await self._request("fs/read_text_file", read_text_file_params(self._session_id, path))
+        except RpcError as error:
+            if error.code == RESOURCE_NOT_FOUND:
+                self._formats[path] = TextFormat()  # a new file: a write gives the text as given
+                raise FileNotFoundError(2, "No such file (the editor says)", path) from None
+            raise OSError(f"the editor could not read {path}: {error.message}") from None
+        content = answer.get("content") if isinstance(answer, dict) else None
+        if not isinstance(content, str):
+            raise OSError(f"the editor answered fs/read_text_file for {path} without text")
+        # The contract is LF text without a BOM; an editor hands over its buffer as it holds it.
+        self._formats[path] = TextFormat.of(content)
+        return lf_text(content)
+
+    async def _format(self, path: str) -> TextFormat:
+        """How the file at ``path`` stores its text, asking the client if it was not read yet."""
+        known = self._formats.get(path)
+        if known is not None:
+            return known
+        try:
+            if self._can_read:
+                await self.read_text(path)
+                return self._formats[path]
+            return file_format(path)  # reads are local: so is the format
+        except OSError:  # missing (a new file), or unreadable: the text goes as given
+            return TextFormat()
+
+    async def write_text(self, path: str, text: str) -> None:
+        if not self._can_write:
+            await self._local.write_text(path, text)
+            return
+        form = await self._format(path)
+        content = form.apply(text)
+        try:
+            await self._request("fs/write_text_file", write_text_file_params(self._session_id, path, content))
+        except RpcError as error:
+            raise OSError(f"the editor could not write {path}: {error.message}") from None
+        self._formats[path] = form

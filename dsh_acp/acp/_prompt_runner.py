@@ -1,0 +1,158 @@
+"""``session/prompt``: a prompt checked, queued behind the running one, logged, run (by the model
+or as a slash command), answered with its stop reason, and the session titled after its first one."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+import anyio
+
+from dsh_acp._config import AgentConfig
+from dsh_acp.loop._commands import MODEL_COMMANDS, NO_MODEL_MESSAGE, model_instruction, parse_command
+from dsh_acp.loop._titles import model_title, prompt_words, short_title
+from dsh_acp.loop._turn import LoopSettings, StopReason, TurnRunner
+from dsh_acp.models._model import ModelAuthError, ModelError
+from dsh_acp.models._scripted import ScriptExhausted
+from dsh_acp.rpc._connection import AUTH_REQUIRED, INTERNAL_ERROR, Reply, RpcError, invalid_params
+from dsh_acp.session._events import TitleSet, TurnStopped, UserPrompt
+from dsh_acp.session._session import Session, Turn
+from dsh_tools import AudioBlock, ContentBlock, ImageBlock, TextBlock
+
+from ._command_table import CommandTable
+from ._session_manager import SessionManager
+from ._updates import session_info_update
+from ._wire import PromptParams
+
+__all__ = ["PromptRunner"]
+
+_log = logging.getLogger("dsh_acp.prompts")
+
+
+class PromptRunner:
+    """Runs the prompts of every session, one at a time per session, in arrival order."""
+
+    def __init__(
+        self, config: AgentConfig, sessions: SessionManager, settings: LoopSettings, commands: CommandTable
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self._sessions = sessions
+        self._commands = commands
+
+    def start(self, parsed: PromptParams) -> Awaitable[dict[str, Any] | Reply]:
+        """Check the prompt and register its turn. Synchronous, on the read loop: a cancel read
+        right behind the prompt finds its turn. A prompt sent while a turn runs waits in the queue:
+        it is neither run nor logged before then."""
+        session = self._sessions.get(parsed.session_id)
+        if not parsed.prompt:
+            raise invalid_params("prompt is empty", "prompt")
+        choice = self._sessions.choice(session.model_id)
+        for block in parsed.prompt:
+            if isinstance(block, AudioBlock):
+                raise invalid_params("audio prompts are not supported", "prompt")
+            if isinstance(block, ImageBlock) and not (choice and choice.accepts_images):
+                raise invalid_params("this model does not take images", "prompt")
+        turn = Turn()
+        if session.turn is None:
+            session.turn = turn
+            turn.started.set()
+        else:
+            turn.queued = True
+            session.queue.append(turn)
+        return self._take_turn(session, turn, tuple(parsed.prompt))
+
+    async def _take_turn(
+        self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
+    ) -> dict[str, Any] | Reply:
+        """Wait for the prompt's turn, run it, then hand the session to the next queued prompt (the
+        hand-over takes effect after this prompt's answer is written: the answer is written
+        without yielding, so updates never mix between prompts)."""
+        try:
+            if turn.queued:
+                await turn.started.wait()
+                if turn.cancel_requested:  # cancelled while queued: it never ran, nothing is logged
+                    return {"stopReason": "cancelled"}
+            # A prompt that found the session idle runs (and is logged) even if a cancel came first.
+            return await self._run(session, turn, prompt)
+        finally:
+            if turn in session.queue:  # the request itself was cancelled while it waited
+                session.queue.remove(turn)
+            if session.turn is turn:
+                session.turn = session.queue.pop(0) if session.queue else None
+                if session.turn is not None:
+                    session.turn.started.set()
+            turn.done.set()
+
+    async def _run(
+        self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
+    ) -> dict[str, Any] | Reply:
+        runner = TurnRunner(session, self.settings, self.config.message_ids, turn_index=session.prompts)
+        command = parse_command(prompt)
+        model_prompt = prompt
+        if command is not None and command[0] in MODEL_COMMANDS:
+            # The model does the work (its writes ask as any write does); the user sees what they typed.
+            model_prompt = (TextBlock(text=model_instruction(*command)),)
+            command = None
+        stop: StopReason = "cancelled"
+        try:
+            with turn.scope:
+                session.record(
+                    UserPrompt(
+                        prompt,
+                        self.config.message_ids(),
+                        # Commands are not part of the model's conversation.
+                        command=command[0] if command is not None else None,
+                        model_content=model_prompt if model_prompt is not prompt else None,
+                    )
+                )
+                if command is not None:
+                    stop = await self._commands.run(session, runner, *command)
+                elif session.model is None:
+                    await session.say(NO_MODEL_MESSAGE, self.config.message_ids())
+                    stop = "end_turn"
+                else:
+                    stop = await runner.run()
+            if turn.cancel_requested:
+                stop = "cancelled"
+                await runner.close_open_calls()
+            session.record(TurnStopped(stop))
+            if turn.log_error is not None:
+                raise turn.log_error
+            if stop != "cancelled" and command is None and model_prompt is prompt and session.title is None:
+                if getattr(session.model, "writes_titles", False) and prompt_words(prompt):
+                    # One short request after the answer: the user is not kept waiting for it.
+                    session.title = ""  # taken: a quick second turn does not ask again
+                    return Reply({"stopReason": stop}, lambda: self._write_title(session, prompt))
+                await self._set_title(session, prompt_words(prompt))
+            return {"stopReason": stop}
+        except ScriptExhausted as error:
+            raise RpcError(INTERNAL_ERROR, str(error)) from None
+        except ModelAuthError as error:
+            raise RpcError(AUTH_REQUIRED, str(error)) from None
+        except ModelError as error:
+            raise RpcError(INTERNAL_ERROR, str(error)) from None
+        except BaseException:
+            # Cancelled from outside ($/cancel_request, shutdown): still close what is open.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await runner.close_open_calls()
+                except Exception:
+                    _log.debug("could not close open calls", exc_info=True)
+            raise
+
+    async def _write_title(self, session: Session, prompt: tuple[ContentBlock, ...]) -> None:
+        """The model's title for the session (the first prompt's words if it writes none)."""
+        words = prompt_words(prompt)
+        title = await model_title(session.model, words) if session.model is not None else None
+        if self._sessions.is_open(session):  # not closed meanwhile
+            await self._set_title(session, title or words)
+
+    async def _set_title(self, session: Session, text: str) -> None:
+        title = short_title(text)
+        if not title:
+            return
+        now = self.config.clock()
+        session.record(TitleSet(title, now))
+        await session.send(session_info_update(title, now))

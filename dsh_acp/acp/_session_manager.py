@@ -1,0 +1,361 @@
+"""The sessions of one connection: made, restored from their logs, closed, deleted and listed.
+
+Owns what sessions share: the process-wide tool registry (each session layers its own on it), the
+session store and the project instructions.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from dsh_acp._config import AgentConfig, ModelChoice
+from dsh_acp.loop._commands import available_commands
+from dsh_acp.loop._instructions import ProjectInstructions
+from dsh_acp.permissions._modes import PermissionState, mode_gate
+from dsh_acp.rpc._connection import (
+    AUTH_REQUIRED,
+    INTERNAL_ERROR,
+    RESOURCE_NOT_FOUND,
+    RpcError,
+    invalid_params,
+)
+from dsh_acp.session._session import Session, SessionIO
+from dsh_acp.session._store import LoadedSession, Redactor, SessionBusy, SessionStore
+from dsh_tools import Services, SessionTasks, ToolRegistry
+
+from ._client_profile import ClientProfile
+from ._render import RenderContext
+from ._session_params import SessionWhere
+from ._updates import agent_message, notice
+
+if TYPE_CHECKING:
+    from ._wire import LoadSessionParams
+
+__all__ = ["SESSIONS_PAGE", "SessionManager", "not_found"]
+
+SESSIONS_PAGE = 50
+"""Sessions per ``session/list`` page."""
+
+
+def not_found(session_id: str) -> RpcError:
+    """The error for a session id this agent does not know."""
+    return RpcError(RESOURCE_NOT_FOUND, f'Resource not found: session "{session_id}"')
+
+
+class SessionManager:
+    """Every open session of one connection, and how sessions come and go."""
+
+    def __init__(
+        self, config: AgentConfig, io: SessionIO, background: TaskGroup, profile: ClientProfile
+    ) -> None:
+        self.config = config
+        self.io = io
+        self.background = background
+        self.profile = profile
+        """What the client can show, read from ``initialize`` (replaced if it initializes again)."""
+        self.sessions: dict[str, Session] = {}
+        self._state_dir = str(config.state_dir) if config.state_dir is not None else None
+        self._tools: ToolRegistry | None = None
+        self._tool_side = self._make_tool_side  # one bound method, shared by every session
+        self._render: RenderContext | None = None
+        self.store = (
+            SessionStore(config.state_dir, clock=config.clock, redact=Redactor(config.secrets))
+            if config.state_dir is not None
+            else None
+        )
+        self.instructions = ProjectInstructions(config.instruction_files)
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The process-wide tools, made when a session first needs its tools (a prompt, MCP
+        servers): the tool modules are not loaded for sessions that are never prompted."""
+        if self._tools is None:
+            tools = ToolRegistry()
+            # The mode policy goes first so that it wraps every other policy (see _modes).
+            tools.on_pre_execute(mode_gate(tools))
+            for definition in self.config.tools() if self.config.tools else ():
+                tools.register(definition)
+            if self.config.configure_registry is not None:
+                self.config.configure_registry(tools)
+            self._tools = tools
+        return self._tools
+
+    def get(self, session_id: str) -> Session:
+        """The open session of this id, or the not-found error."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise not_found(session_id)
+        return session
+
+    def is_open(self, session: Session) -> bool:
+        """Whether the session is still open here (not closed while something ran after it)."""
+        return self.sessions.get(session.session_id) is session
+
+    def choice(self, model_id: str | None) -> ModelChoice | None:
+        """The configured model of this id, or the default one."""
+        models = self.config.models
+        return next((m for m in models if m.id == model_id), models[0] if models else None)
+
+    def require_key(self) -> None:
+        """Authentication required (-32000) while the configured API has no key: editors then
+        offer the advertised auth methods."""
+        source = self.config.model_source
+        if source is None:
+            return
+        problem = source.missing_key()
+        if problem is not None:
+            raise RpcError(AUTH_REQUIRED, problem)
+        if self.store is not None:  # the key may have been stored since start-up: never log it
+            from dsh_acp.models._settings import SettingsError
+
+            try:
+                settings = source.settings()
+            except SettingsError:
+                return
+            self.store.redact.add(settings.api_key if settings else None)
+
+    # -- making one ---------------------------------------------------------------------------
+
+    def _make(self, session_id: str, parsed: SessionWhere) -> Session:
+        permissions = PermissionState(mode=self.config.default_mode)
+        cwd = sys.intern(parsed.cwd)  # sessions of one project share the string
+        if self._state_dir is not None:
+            permissions.project_of = (self._state_dir, cwd)
+        choice = self.choice(None)
+        return Session(
+            session_id=session_id,
+            cwd=cwd,
+            model=choice.build() if choice else None,
+            model_id=choice.id if choice else None,
+            tool_side=self._tool_side,
+            render=self._render_context(cwd),
+            io=self.io,
+            additional_directories=tuple(parsed.additional_directories),
+            mcp_servers=tuple(parsed.mcp_servers),  # the empty tuple is one object for all
+            permissions=permissions,
+        )
+
+    def _render_context(self, cwd: str) -> RenderContext:
+        """The rendering of a session in ``cwd``: one object for consecutive sessions of a
+        project (it is immutable), so an idle session does not hold a copy of its own."""
+        render = self._render
+        if render is None or render.cwd != cwd or render != RenderContext.for_profile(cwd, self.profile):
+            render = self._render = RenderContext.for_profile(cwd, self.profile)
+        return render
+
+    def _make_tool_side(self, session: Session) -> tuple[ToolRegistry, Services]:
+        """A session's tools (its layer over the process-wide ones) and what they reach, made
+        when the session first needs them."""
+        # Tasks a tool leaves running (a background command) end with the session.
+        registry, services = self.tools.layer(), Services(session.permissions, SessionTasks(self.background))
+        services.add(registry, as_type=ToolRegistry)  # what the mode policy looks up
+        self._add_client_services(session, registry, services)
+        return registry, services
+
+    def _add_client_services(self, session: Session, registry: ToolRegistry, services: Services) -> None:
+        """What the session's tools reach through the client, for what this client offers."""
+        profile, session_id, request = self.profile, session.session_id, self.io.request
+        if self.config.ask_user is not None and profile.questions:  # a tool that cannot work is never offered
+            ask_tool = self.config.ask_user()
+            if self.tools.get(ask_tool.name) is None:
+                from dsh_tools.questions import UserQuestions
+
+                from ._elicitation import ClientQuestions
+
+                registry.register(ask_tool)
+                services.add(ClientQuestions(request, session_id), as_type=UserQuestions)
+        if profile.client_terminals:
+            from dsh_tools.terminals import TerminalHost
+
+            from ._client_terminals import ClientTerminals
+
+            services.add(ClientTerminals(request, session_id), as_type=TerminalHost)
+        can_read, can_write = profile.can_read, profile.can_write
+        if (can_read or can_write) and not self.config.force_local_fs:
+            from dsh_tools.filesystem import FileSystem
+
+            from ._client_fs import ClientFileSystem
+
+            client_fs = ClientFileSystem(request, session_id, can_read=can_read, can_write=can_write)
+            services.add(client_fs, as_type=FileSystem)
+
+    async def _connect_mcp(self, session: Session) -> list[str]:
+        """Start the session's MCP servers and register their tools in its layer; one line per
+        server that failed (the session goes on without its tools)."""
+        if not session.mcp_servers:
+            return []
+        from dsh_acp.mcp._servers import connect_servers
+
+        ask = None
+        if self.profile.questions:  # else the servers are not told they may ask
+            from ._elicitation import ClientQuestions, McpQuestions
+
+            questions = ClientQuestions(self.io.request, session.session_id)
+            ask = McpQuestions(session, questions, self.config.message_ids)
+        connections, failures = await connect_servers(
+            session.mcp_servers, session.registry, task_group=self.background, cwd=session.cwd, ask=ask
+        )
+        session.services.add(connections)  # closed with the session
+        return failures
+
+    async def create(self, parsed: SessionWhere) -> tuple[Session, list[str]]:
+        """A new session, open and logged, and the MCP servers that failed to start."""
+        self.require_key()
+        session = self._make(self.config.session_ids(), parsed)
+        try:
+            failures = await self._connect_mcp(session)
+            if self.store is not None:
+                directories = list(session.additional_directories)
+                session.log = self.store.create(session.session_id, session.cwd, directories)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await session.aclose()
+            raise
+        self.sessions[session.session_id] = session
+        return session, failures
+
+    async def restore(self, parsed: LoadSessionParams) -> tuple[Session, LoadedSession, list[str]]:
+        """A stored session reopened (or the one already open here), what its log holds, and the
+        MCP servers that failed to start (a session already open keeps its servers)."""
+        assert self.store is not None
+        self.require_key()
+        try:
+            loaded = self.store.load(parsed.session_id)
+        except KeyError:
+            raise not_found(parsed.session_id) from None
+        except ValueError as error:
+            raise RpcError(INTERNAL_ERROR, str(error)) from None
+        session = self.sessions.get(parsed.session_id)
+        if session is not None:
+            return session, loaded, []
+        session = self._make(parsed.session_id, parsed)
+        try:
+            session.log = self.store.open(parsed.session_id)
+        except SessionBusy as error:
+            raise invalid_params(str(error), "sessionId") from None
+        self._restore_state(session, loaded)
+        try:
+            failures = await self._connect_mcp(session)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await session.aclose()
+            raise
+        if session.log.read_only is not None:
+            from dsh_acp.session._store import describe_os_error
+
+            why = describe_os_error(session.log.read_only, session.log.path)
+            failures = [
+                *failures,
+                f"Read-only session: {why}: it can be viewed, but a prompt or a change of mode or model "
+                "will fail",
+            ]
+        self.sessions[session.session_id] = session
+        return session, loaded, failures
+
+    def _restore_state(self, session: Session, loaded: LoadedSession) -> None:
+        """Apply the log's events to the reopened session (the reducer of the live run)."""
+        built = session.model_id
+        session.apply_all(loaded.events)
+        if session.model_id != built:
+            choice = self.choice(session.model_id)
+            if choice is not None and choice.id == session.model_id:
+                session.model = choice.build()
+            else:
+                session.model_id = built  # the logged model is no longer configured: the default
+
+    def after_answer(
+        self, session: Session, failures: Sequence[str], skipped: Sequence[str] = ()
+    ) -> Callable[[], Awaitable[None]]:
+        """What follows a session's answer: its commands, why any MCP server is missing, and which
+        lines of its log could not be read (told, not logged: the next load tells it again)."""
+
+        async def send() -> None:
+            await session.send(available_commands())
+            if failures and session.render.notices:
+                for failure in failures:
+                    title, _, detail = failure.partition(": ")
+                    await session.send(notice("warning", title, detail))
+            elif failures:
+                await session.say("\n".join(failures), self.config.message_ids())
+            if skipped:
+                text = f"The session log had lines that could not be read, skipped: {', '.join(skipped)}."
+                if session.render.notices:
+                    await session.send(notice("warning", "Session log damaged", text))
+                    return
+                await session.send(agent_message(text, self.config.message_ids()))
+
+        return send
+
+    # -- ending one ---------------------------------------------------------------------------
+
+    async def close(self, session_id: str) -> None:
+        """Cancel the session's turns (each prompt answers ``cancelled`` first), then release it."""
+        session = self.get(session_id)
+        turns = [*([session.turn] if session.turn is not None else []), *session.queue]
+        session.cancel_turns()
+        with anyio.fail_after(10):
+            for turn in turns:
+                await turn.done.wait()
+        self.sessions.pop(session_id, None)
+        await session.aclose()
+
+    async def delete(self, session_id: str) -> None:
+        """Close the session if it is open here, then remove its log."""
+        assert self.store is not None
+        if session_id in self.sessions:
+            await self.close(session_id)
+        try:
+            self.store.delete(session_id)
+        except KeyError:
+            raise not_found(session_id) from None
+        except SessionBusy as error:
+            raise invalid_params(str(error), "sessionId") from None
+
+    def cancel(self, session_id: str) -> None:
+        """Stop the session's running turn and drop its queued prompts; unknown ids are ignored."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.cancel_turns()
+
+    async def aclose(self) -> None:
+        """Cancel every turn and close every session (at once: each may wait for its servers)."""
+        sessions = list(self.sessions.values())
+        self.sessions.clear()
+        async with anyio.create_task_group() as group:
+            for session in sessions:
+                group.start_soon(session.aclose)
+        if self.store is not None:
+            self.store.close()
+
+    # -- listing ------------------------------------------------------------------------------
+
+    def page(self, cwd: str | None, cursor: str | None) -> dict[str, Any]:
+        """One page of the stored sessions (of ``cwd`` if given), newest first, from ``cursor``."""
+        assert self.store is not None
+        stored = self.store.list(cwd)
+        start = 0
+        if cursor:
+            try:
+                start = int(cursor)
+            except ValueError:
+                raise invalid_params(f"cursor {cursor!r} is not one we gave", "cursor") from None
+        answer: dict[str, Any] = {
+            "sessions": [
+                {
+                    "sessionId": s.session_id,
+                    "cwd": s.cwd,
+                    "additionalDirectories": s.additional_directories,
+                    "title": s.title,
+                    "updatedAt": s.updated_at,
+                }
+                for s in stored[start : start + SESSIONS_PAGE]
+            ]
+        }
+        if start + SESSIONS_PAGE < len(stored):
+            answer["nextCursor"] = str(start + SESSIONS_PAGE)
+        return answer

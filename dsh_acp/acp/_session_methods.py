@@ -1,0 +1,250 @@
+"""The ACP methods after ``initialize``: one table of them, and a thin handler for each that parses
+its params and hands the work to the session manager, the prompt runner or the pickers.
+
+Also the composition root of that half of the agent: what the handlers share is built here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from anyio.abc import TaskGroup
+
+from dsh_acp._config import AgentConfig
+from dsh_acp.rpc._connection import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    Connection,
+    Reply,
+    RpcError,
+    invalid_params,
+)
+from dsh_acp.session._session import SessionIO
+
+from ._client_profile import ClientProfile
+from ._pickers import SessionPickers
+from ._session_manager import SessionManager
+from ._session_params import SessionWhere, new_session_params
+
+if TYPE_CHECKING:
+    from ._prompt_runner import PromptRunner
+
+# The prompt runner (the agent loop, the bridge, the tools) and the pydantic models of the other
+# methods' params load on first use: an editor opens sessions it may never prompt, and an idle
+# session is made without them (``session/new``'s plain params are read by ``new_session_params``).
+
+__all__ = ["AGENT_METHODS", "METHODS", "Method", "SessionMethods"]
+
+Answer = dict[str, Any] | Reply
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One ACP method: its handler, and when the agent offers it at all (a method it does not offer
+    is answered ``Method not found``, as the capabilities in ``initialize`` announced)."""
+
+    handler: Callable[[SessionMethods, Any], Awaitable[Answer]]
+    durable: bool = False
+    """Only with a session store (``--state-dir``)."""
+    login: bool = False
+    """Only with a configured model API (there is a stored key to forget)."""
+
+
+class SessionMethods:
+    """The handlers of the methods in ``METHODS``, for one connection."""
+
+    def __init__(
+        self, config: AgentConfig, connection: Connection, background: TaskGroup, profile: ClientProfile
+    ) -> None:
+        self.config = config
+        io = SessionIO(notify=connection.notify, request=connection.request)
+        self.sessions = SessionManager(config, io, background, profile)
+        self.pickers = SessionPickers(config, self.sessions)
+        self._prompts: PromptRunner | None = None
+
+    @property
+    def prompts(self) -> PromptRunner:
+        """The prompt turns of every session, made with the first prompt."""
+        if self._prompts is None:
+            from dsh_acp.loop._coalesce import CoalescePolicy
+            from dsh_acp.loop._prompt import system_prompt
+            from dsh_acp.loop._turn import LoopSettings
+
+            from ._command_table import CommandTable
+            from ._prompt_runner import PromptRunner
+
+            config, instructions = self.config, self.sessions.instructions
+            settings = LoopSettings(
+                max_model_requests=config.max_model_requests,
+                coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),
+                system_prompt=lambda session: system_prompt(
+                    session.cwd, session.registry.schemas(), instructions.text(session.cwd)
+                ),
+            )
+            self._prompts = PromptRunner(config, self.sessions, settings, CommandTable(config, self.pickers))
+        return self._prompts
+
+    @property
+    def profile(self) -> ClientProfile:
+        """What the client can show (the agent replaces it if the client initializes again)."""
+        return self.sessions.profile
+
+    @profile.setter
+    def profile(self, profile: ClientProfile) -> None:
+        self.sessions.profile = profile
+
+    def on_request(self, method: str, params: Any) -> Awaitable[Answer]:
+        """Route one request. Runs synchronously on the read loop: whatever must be registered
+        before the next message is read (a prompt's turn) is registered here."""
+        entry = METHODS.get(method)
+        if (
+            entry is None
+            or (entry.durable and self.sessions.store is None)
+            or (entry.login and self.config.model_source is None)
+        ):
+            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        return entry.handler(self, params)
+
+    def cancel(self, params: Any) -> None:
+        """``session/cancel``: stop the session's running turn and drop its queued prompts (each
+        answers ``cancelled``); unknown ids are ignored."""
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if isinstance(session_id, str):
+            self.sessions.cancel(session_id)
+
+    async def aclose(self) -> None:
+        """Cancel every turn and close every session."""
+        await self.sessions.aclose()
+
+    # -- the handlers -------------------------------------------------------------------------
+
+    async def authenticate(self, params: Any) -> Answer:
+        from ._wire import AuthenticateParams, parse_params
+
+        parsed = parse_params(AuthenticateParams, params)
+        from dsh_acp.models._settings import API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD
+
+        if self.config.model_source is None or parsed.method_id not in (
+            API_KEY_AUTH_METHOD,
+            LOGIN_AUTH_METHOD,
+        ):
+            raise invalid_params(f'unknown auth method "{parsed.method_id}"', "methodId")
+        self.sessions.require_key()
+        return {}
+
+    async def logout(self, params: Any) -> Answer:
+        """Forget the API key ``dsh-acp login`` stored (a key in the environment is the
+        environment's: it stays, and the next session still finds it)."""
+        source = self.config.model_source
+        assert source is not None
+        if source.config_path is not None:
+            from dsh_acp.models._login import remove_api_key
+            from dsh_acp.models._settings import SettingsError
+
+            try:
+                remove_api_key(source.config_path)
+            except (SettingsError, OSError) as error:
+                raise RpcError(INTERNAL_ERROR, f"cannot log out: {error}") from None
+        return {}
+
+    async def new_session(self, params: Any) -> Answer:
+        parsed: SessionWhere | None = new_session_params(params)
+        if parsed is None:
+            from ._wire import NewSessionParams, parse_params
+
+            parsed = parse_params(NewSessionParams, params)
+        session, failures = await self.sessions.create(parsed)
+        answer = {"sessionId": session.session_id, **self.pickers.answer(session)}
+        return Reply(answer, self.sessions.after_answer(session, failures))
+
+    async def load_session(self, params: Any) -> Answer:
+        """Reopen a stored session and replay it to the editor, then answer."""
+        from dsh_acp.session._replay import replay_updates
+
+        from ._wire import LoadSessionParams, parse_params
+
+        parsed = parse_params(LoadSessionParams, params)
+        session, loaded, failures = await self.sessions.restore(parsed)
+        from dsh_acp.session._events import collector_paused
+
+        with collector_paused():  # for as long as the replay lasts (see collector_paused)
+            for update in replay_updates(loaded.events, session.render, session.registry):
+                await session.send(update)
+        return Reply(
+            self.pickers.answer(session), self.sessions.after_answer(session, failures, loaded.skipped)
+        )
+
+    async def resume_session(self, params: Any) -> Answer:
+        """Reopen a stored session without replaying it (the editor still shows it)."""
+        from ._wire import ResumeSessionParams, parse_params
+
+        parsed = parse_params(ResumeSessionParams, params)
+        session, loaded, failures = await self.sessions.restore(parsed)
+        return Reply(
+            self.pickers.answer(session), self.sessions.after_answer(session, failures, loaded.skipped)
+        )
+
+    async def list_sessions(self, params: Any) -> Answer:
+        from ._wire import ListSessionsParams, parse_params
+
+        parsed = parse_params(ListSessionsParams, params)
+        return self.sessions.page(parsed.cwd, parsed.cursor)
+
+    async def close_session(self, params: Any) -> Answer:
+        from ._wire import SessionIdParams, parse_params
+
+        await self.sessions.close(parse_params(SessionIdParams, params).session_id)
+        return {}
+
+    async def delete_session(self, params: Any) -> Answer:
+        from ._wire import SessionIdParams, parse_params
+
+        await self.sessions.delete(parse_params(SessionIdParams, params).session_id)
+        return {}
+
+    async def set_mode(self, params: Any) -> Answer:
+        from ._wire import SetModeParams, parse_params
+
+        parsed = parse_params(SetModeParams, params)
+        session = self.sessions.get(parsed.session_id)
+        self.pickers.switch_mode(session, parsed.mode_id)
+        return Reply({}, self.pickers.in_step(session, mode=False, options=True))
+
+    async def set_config_option(self, params: Any) -> Answer:
+        from ._wire import SetConfigOptionParams, parse_params
+
+        parsed = parse_params(SetConfigOptionParams, params)
+        session = self.sessions.get(parsed.session_id)
+        if parsed.config_id == "mode" and isinstance(parsed.value, str):
+            self.pickers.switch_mode(session, parsed.value, field="value")
+            answer = {"configOptions": self.pickers.options(session)}
+            return Reply(answer, self.pickers.in_step(session, mode=True, options=False))
+        await self.pickers.set_option(session, parsed.config_id, parsed.value)
+        return {"configOptions": self.pickers.options(session)}
+
+    def prompt(self, params: Any) -> Awaitable[Answer]:
+        # Not async: the turn is registered before the next message is read.
+        from ._wire import PromptParams, parse_params
+
+        return self.prompts.start(parse_params(PromptParams, params))
+
+
+METHODS: dict[str, Method] = {
+    "authenticate": Method(SessionMethods.authenticate),
+    "logout": Method(SessionMethods.logout, login=True),
+    "session/new": Method(SessionMethods.new_session),
+    "session/load": Method(SessionMethods.load_session, durable=True),
+    "session/resume": Method(SessionMethods.resume_session, durable=True),
+    "session/list": Method(SessionMethods.list_sessions, durable=True),
+    "session/close": Method(SessionMethods.close_session),
+    "session/delete": Method(SessionMethods.delete_session, durable=True),
+    "session/set_mode": Method(SessionMethods.set_mode),
+    "session/set_config_option": Method(SessionMethods.set_config_option),
+    "session/prompt": Method(SessionMethods.prompt),
+}
+"""Every method the agent answers after ``initialize``."""
+
+AGENT_METHODS = frozenset({"initialize", *METHODS})
+"""Every ACP request method the agent answers (the fuzzer draws from these)."""

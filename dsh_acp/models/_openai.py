@@ -1,0 +1,380 @@
+"""The OpenAI-compatible model: ``POST {base_url}/chat/completions`` with ``stream: true``.
+
+Speaks the dialect DeepSeek, OpenAI, vLLM, llama.cpp's server and Ollama share: server-sent
+events whose ``data:`` lines carry ``chat.completion.chunk`` objects, ending with ``[DONE]``.
+
+aiohttp is imported inside the methods that use it: ``import dsh_acp.models._openai`` stays cheap, so the
+agent answers ``initialize`` before the HTTP stack has loaded.
+
+Timers: ``first_event_timeout`` bounds the wait for the response to begin (headers, then the
+first event that carries the answer) and is counted again from each progress event a server
+sends meanwhile (llama.cpp's ``prompt_progress``, asked for with ``return_progress`` where the
+server is known to be llama.cpp); ``stall_timeout`` bounds the silence between bytes once the
+answer streams; ``request_timeout`` bounds the whole response.
+
+Context windows: unless the config file sets one, a self-hosted server is asked once per base
+URL and model (``_openai_server``: llama.cpp, vLLM, Ollama), and a context-size error teaches the
+window too; ``context_window`` is then what the usage meter and automatic compaction use.
+
+The pieces: request bodies (``_openai_request``), the event stream (``_openai_sse``), its chunks
+made events (``_openai_response``), error messages (``_openai_errors``), the response timers and
+certificates (``_openai_http``), what a server says of a model (``_openai_server``); this module
+sends, retries and reads.
+
+Failure policy: a request the server refuses as too large for its context raises
+``ContextOverflow``; HTTP 401/403 raise ``ModelAuthError``; HTTP 429, 5xx and a connection lost before
+the answer are retried with exponential back-off and jitter (bounded in attempts and in total
+wait, honouring ``Retry-After``); everything else — a refused connection, a timeout, a stalled or
+dropped stream, a malformed chunk — raises ``ModelError`` with one line saying what happened. The
+API key is scrubbed from every message, and exceptions from aiohttp are never chained.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import orjson
+
+from dsh_acp._config import VERSION
+
+from ._model import ContextOverflow, ModelAuthError, ModelError, ModelEvent, ModelRequest
+from ._openai_errors import (
+    content_type,
+    display_url,
+    error_detail,
+    http_failure,
+    one_line,
+    overflow,
+    reason,
+    retry_after,
+)
+from ._openai_http import StreamTimeout, Watchdog, tls_context
+from ._openai_request import RequestEncoder
+from ._openai_response import Assembler
+from ._openai_server import SERVER_INFO, ServerInfo, ask_server
+from ._openai_sse import SSEDecoder
+from ._settings import ModelSettings, is_self_hosted
+
+if TYPE_CHECKING:
+    import aiohttp
+
+__all__ = ["OpenAIModel"]
+
+_log = logging.getLogger(__name__)
+
+_MAX_ERROR_BODY: Final = 64 * 1024
+_INFO_TIMEOUT: Final = 5.0
+
+
+class OpenAIModel:
+    """A ``Model`` backed by an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    One instance per session; it keeps one ``aiohttp.ClientSession`` (made at the first request)
+    — close it with ``aclose()``. ``sleep`` and ``jitter`` are injectable so tests can observe the
+    back-off without waiting for it.
+    """
+
+    writes_titles = True
+    """A real model names the session after its first turn (see ``_titles``)."""
+
+    @property
+    def price_ref(self) -> tuple[str, str] | None:
+        """``(model, provider)`` to look its prices up by, when its provider is known."""
+        provider = self.settings.price_provider
+        return (self.settings.model, provider) if provider else None
+
+    def __init__(
+        self,
+        settings: ModelSettings,
+        *,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.settings = settings
+        self._sleep = sleep or anyio.sleep
+        self._jitter = jitter
+        self._client: aiohttp.ClientSession | None = None
+        self._where = display_url(settings.base_url)
+        self._key = (settings.base_url, settings.model)
+        self._encoder = RequestEncoder(settings)
+
+    @property
+    def context_window(self) -> int | None:
+        """The window the meter and compaction use: the config file's, else the server's, else
+        the documented one."""
+        settings = self.settings
+        if settings.context_window_configured:
+            return settings.context_window
+        info = SERVER_INFO.get(self._key)
+        if info is not None and info.context_window:
+            return info.context_window
+        return settings.context_window
+
+    async def server_info(self) -> ServerInfo:
+        """Ask a self-hosted server about the model once per process (cloud APIs' windows are in
+        the table of known models)."""
+        info = SERVER_INFO.get(self._key)
+        if info is not None:
+            return info
+        info = ServerInfo()
+        if is_self_hosted(self.settings.base_url):
+            try:
+                with anyio.fail_after(_INFO_TIMEOUT):
+                    info = await ask_server(self._http(), self.settings.base_url, self.settings.model)
+            except Exception as error:  # a server without /models still serves chats
+                _log.info("could not ask %s about its models: %s", self._where, type(error).__name__)
+        # Learned meanwhile (a context-size error of a concurrent request) is kept.
+        return SERVER_INFO.setdefault(self._key, info)
+
+    def _learn_window(self, window: int) -> None:
+        info = SERVER_INFO.setdefault(self._key, ServerInfo())
+        info.context_window = window
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    @property
+    def accepts_images(self) -> bool:
+        return self.settings.accepts_images
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (the model can still be used: a new client is made)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        """Send the request and yield its events (deltas as they come; tool calls, usage and
+        ``Finish`` once the stream is complete)."""
+        info = await self.server_info()
+        body = self._encoder.encode(request, progress=info.progress)
+        try:
+            # aclosing: when the consumer stops early, the response closes now, not at GC time.
+            async with aclosing(self._events(body, request.notice)) as events:
+                async for event in events:
+                    yield event
+        except ContextOverflow as error:
+            raise ContextOverflow(
+                self._scrub(str(error)), error.context_window, error.prompt_tokens
+            ) from None
+        except ModelError as error:
+            # One gate for every message: whatever a server echoes back, the key stays here.
+            raise type(error)(self._scrub(str(error))) from None
+
+    async def _events(
+        self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
+    ) -> AsyncGenerator[ModelEvent, None]:
+        import aiohttp
+
+        settings = self.settings
+        deadline = anyio.current_time() + settings.request_timeout
+        response = await self._send(body, notice)
+        content = response.content
+        # Until the answer begins only the first-event timer runs (progress restarts it); from
+        # then on, the stall timer between bytes. One watchdog keeps all three timers.
+        watchdog = Watchdog(content, deadline, settings.first_event_timeout, settings.stall_timeout)
+        try:
+            assembler = Assembler(self.context_window, self._where)
+            decoder = SSEDecoder()
+            saw_done = False
+            while not saw_done:
+                watchdog.wait()
+                try:
+                    data = await content.readany()
+                except StreamTimeout as timeout:
+                    raise ModelError(self._timed_out(timeout.why)) from None
+                except aiohttp.ClientError as error:
+                    raise ModelError(
+                        f"the connection to {self._where} dropped mid-response: {self._scrub(reason(error))}"
+                    ) from None
+                watchdog.read()
+                for payload in decoder.feed(data) if data else decoder.close():
+                    if payload.strip() == "[DONE]":
+                        saw_done = True
+                        break
+                    document = self._json(payload)
+                    if not watchdog.begun:
+                        if isinstance(document, dict) and "prompt_progress" in document:
+                            watchdog.progress()
+                        else:
+                            watchdog.begin()
+                    for event in assembler.feed(document):
+                        yield event
+                if not data:
+                    break
+            for event in assembler.end(saw_done):
+                yield event
+        finally:
+            watchdog.stop()
+            response.release()  # back to the pool when read to its end, else closed
+
+    def _timed_out(self, why: str) -> str:
+        if why == "deadline":
+            return f"the response from {self._where} took longer than {self.settings.request_timeout:g} s"
+        if why == "first":
+            return self._no_answer()
+        return f"the API at {self._where} stopped streaming: nothing for {self.settings.stall_timeout:g} s"
+
+    # -- HTTP ---------------------------------------------------------------------------------
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._client is None:
+            import aiohttp
+
+            settings = self.settings
+            headers = {
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream",
+                # A compressed event stream may be held back by the decompressor; deltas are small.
+                "Accept-Encoding": "identity",
+                "User-Agent": f"dsh-acp/{VERSION}",
+            }
+            if settings.api_key:
+                headers["Authorization"] = f"Bearer {settings.api_key}"
+            tls = tls_context() if settings.base_url.startswith("https:") else None
+            self._client = aiohttp.ClientSession(
+                headers=headers,
+                # Only the connection is bounded here: the first-event, stall and request timers
+                # are ours (see Watchdog).
+                timeout=aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout),
+                connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True),
+                # Proxies from HTTP(S)_PROXY / NO_PROXY and credentials from .netrc, as the
+                # environment says (what curl and httpx do).
+                trust_env=True,
+            )
+        return self._client
+
+    async def _send(
+        self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
+    ) -> aiohttp.ClientResponse:
+        import aiohttp
+
+        settings = self.settings
+        client = self._http()
+        url = f"{settings.base_url}/chat/completions"
+        waited = 0.0
+        attempt = 0
+        while True:
+            attempt += 1
+            asked: float | None = None
+            rate_limited = False
+            try:
+                with anyio.fail_after(settings.first_event_timeout):
+                    response = await client.post(url, data=body, allow_redirects=False)
+            except aiohttp.ConnectionTimeoutError:
+                raise ModelError(
+                    f"cannot connect to {self._where}: no answer within {settings.connect_timeout:g} s"
+                ) from None
+            except TimeoutError:
+                raise ModelError(self._no_answer()) from None
+            except aiohttp.ClientConnectorError as error:
+                raise ModelError(f"cannot connect to {self._where}: {self._scrub(reason(error))}") from None
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as error:
+                # Often a pooled connection the server had closed: worth another try.
+                failure = f"the connection to {self._where} was lost before the answer ({reason(error)})"
+            except aiohttp.ClientError as error:
+                raise ModelError(
+                    f"the request to {self._where} failed: {self._scrub(reason(error))}"
+                ) from None
+            else:
+                status = response.status
+                if status == 200:
+                    if content_type(response.headers) not in ("text/event-stream", ""):
+                        response.close()
+                        raise ModelError(
+                            f"the API at {self._where} answered with {content_type(response.headers)},"
+                            " not an event stream"
+                        )
+                    return response
+                detail, document = await self._error_detail(response)
+                too_large = overflow(status, detail, document)
+                if too_large is not None:
+                    window, tokens = too_large
+                    if window:
+                        self._learn_window(window)
+                    failure = self._scrub(http_failure(self._where, status, detail, settings.model))
+                    raise ContextOverflow(failure, window, tokens)
+                if status in (401, 403):
+                    raise ModelAuthError(self._auth_message(status, detail))
+                failure = http_failure(self._where, status, detail, settings.model)
+                if status != 429 and status < 500:
+                    raise ModelError(self._scrub(failure))
+                asked = retry_after(response.headers)
+                rate_limited = status == 429
+            delay = asked
+            if delay is None:
+                ceiling = min(settings.retry_max_delay, settings.retry_base_delay * 2 ** (attempt - 1))
+                delay = ceiling * (0.5 + 0.5 * self._jitter())
+            if attempt > settings.max_retries or waited + delay > settings.retry_budget:
+                why = f"; it asked to wait {asked:g} s" if asked and attempt <= settings.max_retries else ""
+                raise ModelError(self._scrub(f"{failure}; gave up after {attempt} attempt(s){why}"))
+            _log.warning("%s; retrying in %.1f s (attempt %d)", self._scrub(failure), delay, attempt + 1)
+            if notice is not None:
+                what = "Rate limited" if rate_limited else "The model request failed"
+                wait = f"{delay:.0f} s" if delay >= 1 else f"{delay:.1f} s"
+                await notice(f"{what}; retrying in {wait}", self._scrub(failure))
+            await self._sleep(delay)
+            waited += delay
+
+    def _no_answer(self) -> str:
+        wait = self.settings.first_event_timeout
+        return (
+            f"the API at {self._where} did not begin its answer within {wait:g} s"
+            " (a local server may still be reading a long prompt: raise first_event_timeout)"
+        )
+
+    def _json(self, payload: str) -> Any:
+        try:
+            return orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            snippet = payload if len(payload) <= 80 else payload[:77] + "..."
+            raise ModelError(
+                self._scrub(
+                    f"the API at {self._where} sent a malformed stream chunk (invalid JSON): {snippet!r}"
+                )
+            ) from None
+
+    async def _error_detail(self, response: aiohttp.ClientResponse) -> tuple[str, Any]:
+        body = bytearray()
+        try:
+            with anyio.move_on_after(self.settings.stall_timeout):
+                while len(body) < _MAX_ERROR_BODY:
+                    chunk = await response.content.readany()
+                    if not chunk:
+                        break
+                    body += chunk
+        except Exception:  # the status line is what matters; a broken body does not
+            _log.debug("could not read the error body", exc_info=False)
+        finally:
+            response.release()
+        document: Any = None
+        try:
+            document = orjson.loads(bytes(body))
+            detail = error_detail(document)
+        except orjson.JSONDecodeError:
+            detail = bytes(body).decode("utf-8", errors="replace")
+        return self._scrub(one_line(detail or response.reason or "")), document
+
+    def _auth_message(self, status: int, detail: str) -> str:
+        settings = self.settings
+        if settings.api_key:
+            what = (
+                f"rejected the key from {settings.key_source}" if settings.key_source else "rejected the key"
+            )
+        else:
+            what = "wants an API key"
+        said = f": {detail}" if detail else ""
+        return self._scrub(
+            f"the API at {self._where} {what} (HTTP {status}{said}): set {settings.key_hint}, "
+            "or run `dsh-acp login`"
+        )
+
+    def _scrub(self, text: str) -> str:
+        key = self.settings.api_key
+        return text.replace(key, "[redacted]") if key else text

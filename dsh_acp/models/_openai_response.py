@@ -1,0 +1,143 @@
+"""The chunks of a streamed chat completion in, model events out: text and reasoning deltas at
+once, a tool call announced as soon as its name is known, then the calls, the usage and the
+finish once the stream is complete."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ._model import (
+    Finish,
+    FinishReason,
+    ModelError,
+    ModelEvent,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    ToolCallStart,
+    Usage,
+)
+from ._openai_errors import error_detail
+
+__all__ = ["Assembler"]
+
+_log = logging.getLogger("dsh_acp.models._openai")
+
+_FINISH: Final[dict[str, FinishReason]] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",  # the pre-tools name some servers still send
+    "length": "length",
+    "content_filter": "refusal",
+}
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+    started: bool = False
+
+
+class Assembler:
+    """Chunks in, events out: deltas at once; tool calls, usage and the finish at the end."""
+
+    def __init__(self, context_window: int | None, where: str) -> None:
+        self.context_window = context_window
+        self.where = where
+        self.calls: dict[int, _PartialCall] = {}
+        self.finish: str | None = None
+        self.usage: Usage | None = None
+
+    def feed(self, chunk: Any) -> list[ModelEvent]:
+        if not isinstance(chunk, dict):
+            raise ModelError(f"the API at {self.where} sent a stream chunk that is not a JSON object")
+        if chunk.get("error"):
+            raise ModelError(f"the API at {self.where} reported an error mid-response: {error_detail(chunk)}")
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            if isinstance(prompt, int) and isinstance(completion, int):
+                self.usage = Usage(prompt, completion, self.context_window)
+        events: list[ModelEvent] = []
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return events
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue  # we ask for one choice (n=1)
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                # DeepSeek and vLLM say reasoning_content; OpenRouter, Ollama and newer vLLM, reasoning.
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(reasoning, str) and reasoning:
+                    events.append(ReasoningDelta(reasoning))
+                content = delta.get("content")
+                if isinstance(content, str) and content:
+                    events.append(TextDelta(content))
+                tool_calls = delta.get("tool_calls")
+                if isinstance(tool_calls, list):
+                    self._tool_deltas(tool_calls, events)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.finish = reason
+        return events
+
+    def _tool_deltas(self, deltas: list[Any], events: list[ModelEvent]) -> None:
+        for position, delta in enumerate(deltas):
+            if not isinstance(delta, dict):
+                continue
+            index = delta.get("index")
+            if not isinstance(index, int):
+                index = position  # a few servers omit it; they send one call per position
+            call = self.calls.setdefault(index, _PartialCall())
+            if isinstance(delta.get("id"), str) and delta["id"] and not call.id:
+                call.id = delta["id"]
+            function = delta.get("function")
+            if isinstance(function, dict):
+                # Some servers repeat the name in every delta: the first one wins, never concatenated.
+                if isinstance(function.get("name"), str) and function["name"] and not call.name:
+                    call.name = function["name"]
+                if isinstance(function.get("arguments"), str):
+                    call.arguments += function["arguments"]
+            if call.name and not call.started:
+                # Announced as soon as its name is known: its arguments may stream for seconds.
+                call.started = True
+                call.id = call.id or f"call_{uuid.uuid4().hex}"
+                events.append(ToolCallStart(call.id, call.name))
+
+    def end(self, saw_done: bool) -> list[ModelEvent]:
+        if self.finish is None and not saw_done:
+            raise ModelError(f"the response from {self.where} ended before it was complete")
+        reason = _FINISH.get(self.finish or "stop", "stop")
+        events: list[ModelEvent] = []
+        if self.calls and reason == "refusal":
+            _log.info("dropping %d tool call(s) of a refused response", len(self.calls))
+        else:
+            # A call cut off by the output limit is still reported (marked), so the editor and
+            # the model hear that it was not run rather than nothing at all.
+            cut_off = reason == "length"
+            for index in sorted(self.calls):
+                call = self.calls[index]
+                if not call.name:
+                    if cut_off:
+                        continue  # cut before even its name: nothing to show
+                    raise ModelError(f"the API at {self.where} sent a tool call without a name")
+                events.append(
+                    ToolCallRequest(
+                        id=call.id or f"call_{uuid.uuid4().hex}",
+                        name=call.name,
+                        arguments=call.arguments,
+                        cut_off=cut_off,
+                    )
+                )
+            if events and reason == "stop":
+                reason = "tool_calls"  # Ollama and others report "stop" after tool calls
+        if self.usage is not None:
+            events.append(self.usage)
+        events.append(Finish(reason))
+        return events

@@ -1,0 +1,173 @@
+"""What a session's log makes of it: the one reducer from events to the session's durable state.
+
+``SessionState.apply`` is the only code that changes the conversation, the permission answers, the
+mode, the model settings, the title and the cost from what happened: the live session applies
+each event as it writes it, a loaded session applies its log's events in order, so the two cannot
+come out different. (The session itself is a ``SessionState``: ``_session.Session``.)
+
+Tool results join the conversation in call order once every call of their step has one; a call
+that never got one (the agent died) gets a cancelled result when the next message comes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from dsh_acp.models._model import (
+    AssistantMessage,
+    ContextMessage,
+    Message,
+    ToolCallRequest,
+    ToolResultMessage,
+    UserMessage,
+)
+from dsh_acp.permissions._modes import PermissionState
+
+from ._events import (
+    SUMMARY_PREFIX,
+    AssistantReply,
+    Compacted,
+    ConfigChanged,
+    ModeChanged,
+    PermissionAnswered,
+    PermissionRemoved,
+    SessionEvent,
+    TitleSet,
+    ToolCalled,
+    ToolCancelled,
+    ToolContext,
+    ToolFinished,
+    TurnStopped,
+    UsageReported,
+    UserPrompt,
+    collector_paused,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["SessionState", "cancelled_result"]
+
+
+def cancelled_result(call: ToolCallRequest) -> ToolResultMessage:
+    """The result the model is sent for a call that never got one."""
+    from dsh_acp.models._history import CANCELLED_TEXT
+    from dsh_tools import TextBlock
+
+    return ToolResultMessage(call.id, call.name, (TextBlock(text=CANCELLED_TEXT),), is_error=True)
+
+
+@dataclass(eq=False, slots=True)
+class SessionState:
+    """A session's durable state (what its log restores)."""
+
+    history: list[Message] = field(default_factory=list)
+    """The model's conversation."""
+    permissions: PermissionState = field(default_factory=PermissionState)
+    title: str | None = None
+    model_id: str | None = None
+    show_reasoning: bool = True
+    effort: str | None = None
+    """The reasoning effort picked for this session (``None``: the model's default)."""
+    prompts: int = 0
+    """Prompts this session has had (the next one is turn ``prompts`` of a scripted model)."""
+    cost: Decimal | None = None
+    """What the session's model requests cost so far (US dollars), when their price is known."""
+    _step: list[ToolCallRequest] | None = field(default=None, repr=False)
+    """The calls of the last assistant step still waiting for results (``None``: none)."""
+    _results: dict[str, ToolResultMessage] | None = field(default=None, repr=False)
+
+    def apply(self, event: SessionEvent) -> None:
+        """Change the state as ``event`` says."""
+        kind = type(event)
+        if kind is ToolFinished or kind is ToolCancelled:
+            self._result(event)  # type: ignore[arg-type]
+            return
+        if kind is ToolCalled or kind is TurnStopped:
+            return
+        if kind is UserPrompt or kind is AssistantReply or kind is ToolContext or kind is Compacted:
+            self.settle()
+        if kind is UserPrompt:
+            assert isinstance(event, UserPrompt)
+            self.prompts += 1
+            if event.command is None:
+                # A model command (``/init``) gave the model an instruction in place of the text.
+                self.history.append(UserMessage(event.model_content or event.content))
+        elif kind is AssistantReply:
+            assert isinstance(event, AssistantReply)
+            if event.aside:
+                return  # said to the user outside the model (a command's answer)
+            if event.text or event.reasoning or event.tool_calls:
+                self.history.append(AssistantMessage(event.text, event.reasoning, event.tool_calls))
+            if event.tool_calls:
+                self._step = list(event.tool_calls)
+                self._results = {}
+        elif kind is ToolContext:
+            assert isinstance(event, ToolContext)
+            self.history.append(ContextMessage(event.text))
+        elif kind is Compacted:
+            assert isinstance(event, Compacted)
+            kept = self.history[-event.kept :] if event.kept > 0 else []
+            self.history[:] = [ContextMessage(SUMMARY_PREFIX + event.summary), *kept]
+        elif kind is UsageReported:
+            assert isinstance(event, UsageReported)
+            if event.cost is not None:
+                self.cost = Decimal(event.cost)
+        elif kind is ConfigChanged:
+            assert isinstance(event, ConfigChanged)
+            if event.model_id is not None:
+                self.model_id = event.model_id
+            if event.show_reasoning is not None:
+                self.show_reasoning = event.show_reasoning
+            if event.reasoning_effort is not None:
+                self.effort = event.reasoning_effort
+        elif kind is ModeChanged:
+            assert isinstance(event, ModeChanged)
+            self.permissions.mode = event.mode_id
+        elif kind is PermissionAnswered or kind is PermissionRemoved:
+            assert isinstance(event, (PermissionAnswered, PermissionRemoved))
+            from dsh_acp.permissions._approvals import rule_from_json
+
+            rule = rule_from_json(event.match)
+            if rule is not None:
+                rules = self.permissions.allow if event.rule == "allow" else self.permissions.reject
+                if kind is PermissionAnswered:
+                    rules.add(rule)
+                else:
+                    rules.discard(rule)
+        elif kind is TitleSet:
+            assert isinstance(event, TitleSet)
+            self.title = event.title
+
+    def apply_all(self, events: Iterable[SessionEvent]) -> None:
+        """Apply a log's events in order, then settle its last step (the agent may have died)."""
+        apply = self.apply
+        with collector_paused():
+            for event in events:
+                apply(event)
+        self.settle()
+
+    def _result(self, event: ToolFinished | ToolCancelled) -> None:
+        step, results = self._step, self._results
+        if step is None or results is None:
+            return  # a result for no call of the open step: nothing asked for it
+        call = next((c for c in step if c.id == event.call_id and c.id not in results), None)
+        if call is None:
+            return
+        if type(event) is ToolFinished:
+            results[call.id] = ToolResultMessage(call.id, call.name, event.content, event.is_error)
+        else:
+            results[call.id] = cancelled_result(call)
+        if len(results) == len(step):
+            self.settle()
+
+    def settle(self) -> None:
+        """Put the open step's results into the conversation in call order (a call without one
+        gets a cancelled result)."""
+        step, results = self._step, self._results
+        if step is None or results is None:
+            return
+        self._step = self._results = None
+        self.history.extend(results.get(call.id) or cancelled_result(call) for call in step)
