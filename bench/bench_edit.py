@@ -42,7 +42,8 @@ from _stats import median_us, report
 from dsh_tools import Services, ToolExecution, ToolRegistry, filesystem
 from dsh_tools.filesystem import LocalFileSystem
 from reference_tools import _hunks
-from reference_tools.fs import _text_print, register_fs_tools
+from reference_tools._read_tracker import text_print
+from reference_tools.fs import register_fs_tools
 
 LINE = "    result = compute_total(alpha, beta, gamma)  # a typical line of code: {:08d}\n"
 
@@ -184,17 +185,17 @@ def main() -> None:
         fresh = [changed.replace(new, old, 1) for _ in range(5)]  # str hashes are cached: new objects
         report(
             "  of which: hashing the text (stale check, no stat proof)",
-            median_ms(lambda: _text_print(fresh.pop()), 5),
+            median_ms(lambda: text_print(fresh.pop()), 5),
             "ms",
         )
         report("  of which: finding the edit, counting its line", locate_big, "ms")
         sites = _hunks.find_sites(big_text, old)
-        seen = _text_print(big_text)
+        seen = text_print(big_text)
         for label, after in (("same length", new), ("longer line", longer)):
             report(
                 f"  of which: hashing the new text ({label})",
                 median_ms(
-                    functools.partial(_text_print, _hunks.Splice(big_text, sites, old, after), seen), 5
+                    functools.partial(text_print, _hunks.Splice(big_text, sites, old, after), seen), 5
                 ),
                 "ms",
             )

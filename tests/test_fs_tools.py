@@ -37,7 +37,7 @@ from dsh_tools import (
     filesystem,
 )
 from dsh_tools.filesystem import RACY_NS, FileSystem, LocalFileSystem
-from reference_tools import fs as fs_module
+from reference_tools import _read_tracker
 from reference_tools.fs import MAX_READ_LINES, ReadTracker, fs_policy, fs_tools, read_tool, register_fs_tools
 
 pytestmark = pytest.mark.anyio
@@ -500,13 +500,13 @@ def change_in_place(path: Path, data: bytes) -> None:
 def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The kinds of text the fs tools hash: "text" (a file's text), "splice" (an edit's)."""
     kinds: list[str] = []
-    text_print = fs_module._text_print
+    text_print = _read_tracker.text_print
 
     def spy(content: Any, *args: Any, **kwargs: Any) -> Any:
         kinds.append("text" if isinstance(content, str) else "splice")
         return text_print(content, *args, **kwargs)
 
-    monkeypatch.setattr(fs_module, "_text_print", spy)
+    monkeypatch.setattr(_read_tracker, "text_print", spy)
     return kinds
 
 

@@ -17,7 +17,7 @@ from reference_tools._hunks import (
     first_changed_line,
     line_start,
 )
-from reference_tools.fs import _text_print
+from reference_tools._read_tracker import text_print
 
 # Few distinct lines and pieces, so that texts repeat and edits find several sites.
 pieces = st.sampled_from(["a", "b", "\n", "a\n", "b\n", "\n\n", "é", "\r\n"])
@@ -172,6 +172,6 @@ def test_a_splice_print_reuses_its_base_and_equals_the_built_texts(
     # compares it with the print of the file read back later.
     sites = find_sites(text, old, limit=limit or None)
     splice = Splice(text, sites, old, new)
-    built = _text_print(str(splice), size=size)
-    assert _text_print(splice, size=size) == built
-    assert _text_print(splice, _text_print(text, size=size), size=size) == built
+    built = text_print(str(splice), size=size)
+    assert text_print(splice, size=size) == built
+    assert text_print(splice, text_print(text, size=size), size=size) == built
