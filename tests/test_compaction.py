@@ -185,3 +185,28 @@ async def test_a_summary_request_that_does_not_fit_is_retried_smaller(
     assert "SUMMARY" in texts(after)
     statuses = [u["status"] for u in updates if u["sessionUpdate"] == "compaction_update"]
     assert statuses == ["in_progress", "failed", "in_progress", "completed"]
+
+
+async def test_a_refused_request_is_a_warning_notice_and_the_summary_no_message(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    # Through the real process, for a client that shows notices but not compactions: the
+    # compaction the agent chose is announced once, with why, and its summary stays out of the chat.
+    replies = [answer("First answer."), answer("SUMMARY-ONE"), answer("Second answer.")]
+    async with FakeOpenAI(replies, strict=True, n_ctx=1024, models_style="none", title="T") as server:
+        async with AcpClient.subprocess(args(server, tmp_path), schema=acp_schema) as client:
+            await client.initialize({"session": {"notices": {}}})
+            sid = await client.new_session(str(tmp_path))
+            assert await client.prompt(sid, "alpha " * 350) == {"stopReason": "end_turn"}
+            assert await client.prompt(sid, "beta " * 350) == {"stopReason": "end_turn"}
+            updates = client.updates(sid)
+        client.assert_valid()
+    assert len(server.refused) == 1
+    notices = [u for u in updates if u["sessionUpdate"] == "notice"]
+    assert [(n["severity"], n["title"]) for n in notices] == [
+        ("warning", "Context window exceeded: compacting and retrying")
+    ]
+    assert "1,024-token context window" in notices[0]["description"]
+    said = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+    assert said == "First answer.Second answer."
+    assert "SUMMARY-ONE" in texts(server.requests[-1])

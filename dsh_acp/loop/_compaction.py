@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from dsh_acp.acp._updates import Notice, notice
 from dsh_acp.models._model import AssistantMessage, ContextMessage, Message, ToolResultMessage, UserMessage
 from dsh_tools import ContentBlock, TextBlock, bound_text
 
@@ -22,6 +23,7 @@ __all__ = [
     "SUMMARY_INPUT_SHARE",
     "SUMMARY_SHARE",
     "Cut",
+    "automatic_compaction_notice",
     "choose_cut",
     "message_chars",
     "no_room_message",
@@ -106,6 +108,26 @@ def no_room_message(window: int) -> str:
         f"the conversation no longer fits this model's context window ({window} tokens), even "
         "after compacting it: start a new session, or use a model with a larger window "
         "(a larger context size on the server, or context_window in the config file)"
+    )
+
+
+def automatic_compaction_notice(window: int, estimate: int | None) -> Notice:
+    """What a client that shows notices is told as the agent compacts on its own, and why:
+    ``estimate`` is the next request's estimated size in tokens, ``None`` when the server has
+    just refused the request as too large (then the request is sent again)."""
+    if estimate is None:
+        return notice(
+            "warning",
+            "Context window exceeded: compacting and retrying",
+            f"The server refused the request as larger than its {window:,}-token context window; "
+            "the oldest part of the conversation is being summarised and the request will be sent again.",
+        )
+    share = round(100 * estimate / window)
+    return notice(
+        "info",
+        "Compacting the conversation",
+        f"The next request would take about {share} % of the model's {window:,}-token context "
+        "window; the oldest part of the conversation is being summarised to make room.",
     )
 
 

@@ -32,6 +32,7 @@ from dsh_acp.acp._bridge import (
 )
 from dsh_acp.acp._client_requests import permission_params
 from dsh_acp.acp._updates import (
+    Notice,
     ToolCallStatus,
     agent_message,
     agent_thought,
@@ -94,6 +95,7 @@ from ._compaction import (
     CHARS_PER_TOKEN,
     SUMMARY_INPUT_SHARE,
     SUMMARY_SHARE,
+    automatic_compaction_notice,
     choose_cut,
     message_chars,
     no_room_message,
@@ -240,9 +242,11 @@ class TurnRunner:
         estimated within the threshold; raise the what-to-do error only when what is left is
         estimated larger than the whole window (else the server has the last word)."""
         for round_ in range(3):
-            if (round_ or not force) and self._estimate() <= AUTO_THRESHOLD * window:
+            estimate = self._estimate()
+            if (round_ or not force) and estimate <= AUTO_THRESHOLD * window:
                 return
-            if not await self.compact(f"compaction-{self._new_id()}", window=window, mid_turn=True):
+            why = automatic_compaction_notice(window, None if force and not round_ else estimate)
+            if not await self.compact(f"compaction-{self._new_id()}", window=window, mid_turn=True, why=why):
                 break
         if self._estimate() > window:
             raise ModelError(no_room_message(window))
@@ -272,11 +276,14 @@ class TurnRunner:
             return session.usage.used + int(added / ratio)
         return int(self._request_chars(history) / ratio)
 
-    async def compact(self, compaction_id: str, window: int | None = None, mid_turn: bool = False) -> bool:
+    async def compact(
+        self, compaction_id: str, window: int | None = None, mid_turn: bool = False, why: Notice | None = None
+    ) -> bool:
         """Summarise the oldest part of the conversation that fits the window (all of it when
         the window is unknown) and put the summary in its place; the rest stays (``mid_turn``:
         at least the newest message, and the turn's prompt where possible). False when there is
-        nothing to summarise."""
+        nothing to summarise. ``why`` marks a compaction the agent chose on its own: clients that
+        show notices get it as one, and the summary is not a message in their chat."""
         session = self.session
         window = window or self._window()
         share = SUMMARY_INPUT_SHARE
@@ -291,9 +298,13 @@ class TurnRunner:
             cut = choose_cut(session.history, budget, keep_current_turn=mid_turn)
             if cut is None:
                 return False
+            if why is not None and session.render.notices and attempt == 0:
+                await session.send(why)
             try:
                 summary = await self.summarize(
-                    f"{compaction_id}-{attempt}" if attempt else compaction_id, cut.prefix
+                    f"{compaction_id}-{attempt}" if attempt else compaction_id,
+                    cut.prefix,
+                    automatic=why is not None,
                 )
                 break
             except ContextOverflow as error:
@@ -314,10 +325,13 @@ class TurnRunner:
         session.usage_mark = -1  # the reported usage measured what was just replaced
         return True
 
-    async def summarize(self, compaction_id: str, messages: Sequence[Message] | None = None) -> str:
+    async def summarize(
+        self, compaction_id: str, messages: Sequence[Message] | None = None, automatic: bool = False
+    ) -> str:
         """Ask the model (without tools) to summarize ``messages`` (the conversation); the summary
         streams to the user (as a compaction for clients that show them, else as an agent
-        message) and is returned. The conversation itself is left alone."""
+        message, except an ``automatic`` one for clients told of it by a notice) and is
+        returned. The conversation itself is left alone."""
         session = self.session
         shown = session.render.compaction
         instruction = UserMessage((TextBlock(text=COMPACT_INSTRUCTION),))
@@ -330,6 +344,7 @@ class TurnRunner:
                 keep=False,
                 compaction_id=compaction_id,
                 messages=session.history if messages is None else messages,
+                quiet=automatic and session.render.notices and not shown,
             )
         except BaseException as error:
             if shown:  # close the compaction the client is showing, whatever stopped it
@@ -356,6 +371,7 @@ class TurnRunner:
         keep: bool = True,
         compaction_id: str | None = None,
         messages: Sequence[Message] | None = None,
+        quiet: bool = False,
     ) -> tuple[AssistantMessage, FinishReason]:
         session = self.session
         assert session.model is not None
@@ -381,7 +397,8 @@ class TurnRunner:
                     text.append(event.text)
                     message_id = ids.get("text") or ids.setdefault("text", self._new_id())
                     if compaction_id is not None:
-                        await send(summary_chunk(event.text, message_id, compaction_id, session.render))
+                        if not quiet:
+                            await send(summary_chunk(event.text, message_id, compaction_id, session.render))
                         continue
                     await send(agent_message(event.text, message_id))
                 elif type(event) is ReasoningDelta:
