@@ -13,17 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dsh_acp._version import VERSION
 from dsh_acp.loop._coalesce import CoalescePolicy
 from dsh_acp.rpc._framing import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     from dsh_acp.models._model import Model
-    from dsh_acp.models._settings import ModelSource
+    from dsh_acp.models._source import ModelSource
     from dsh_tools import ToolDefinition, ToolRegistry
 
 __all__ = [
     "FIXED_TIME",
     "MAX_MODEL_REQUESTS",
+    "VERSION",
     "AgentConfig",
     "ModelChoice",
     "counter_ids",
@@ -48,8 +50,6 @@ def utc_now() -> str:
     seconds, nanoseconds = divmod(time.time_ns(), 1_000_000_000)
     return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{nanoseconds // 1000:06d}Z"
 
-
-VERSION = "0.1.0"
 
 
 def default_state_dir(environ: dict[str, str] | None = None) -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fake_openai import FakeOpenAI, chunk, llama_error, stream_reply
 
-from dsh_acp.cli._main import build_config
+from dsh_acp.cli._args import build_config
 from dsh_acp.loop._compaction import choose_cut
 from dsh_acp.models._model import AssistantMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
 from dsh_acp.rpc._connection import RpcError

@@ -23,7 +23,7 @@ from fake_openai import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_acp.cli._main import build_config
+from dsh_acp.cli._args import build_config
 from dsh_acp.models._history import CANCELLED_TEXT, INTERRUPTED_TEXT, conversation
 from dsh_acp.models._model import (
     AssistantMessage,

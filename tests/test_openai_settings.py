@@ -18,10 +18,8 @@ from dsh_acp.models._settings import (
     DEEPSEEK_BASE_URL,
     OPENAI_BASE_URL,
     ModelSettings,
-    ModelSource,
     SettingsError,
     auth_methods,
-    build_openai_model,
     default_config_path,
     known_model,
     load_config_file,
@@ -29,6 +27,7 @@ from dsh_acp.models._settings import (
     resolve_model_settings,
     select_model_spec,
 )
+from dsh_acp.models._source import ModelSource, build_openai_model
 from dsh_acp.testing import AcpSchema
 
 

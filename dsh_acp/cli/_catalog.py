@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 from dsh_tools import ToolRegistry, tools_markdown
 
+from ._args import build_config
+
 __all__ = ["tools_main"]
 
 
@@ -19,8 +21,6 @@ def tools_main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--markdown", action="store_true", help="print the full catalog as Markdown")
     args, serve_args = parser.parse_known_args(argv)
-    from ._main import build_config
-
     config = build_config(serve_args)
     registry = ToolRegistry()
     for definition in config.tools() if config.tools else ():

@@ -34,7 +34,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from dsh_acp._brief import brief
-from dsh_acp._config import VERSION
+from dsh_acp._version import VERSION
 from dsh_acp.acp._wire import McpServerStdio
 from dsh_tools import (
     Annotations,

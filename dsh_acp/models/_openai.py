@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import orjson
 
-from dsh_acp._config import VERSION
+from dsh_acp._version import VERSION
 
 from ._model import ContextOverflow, ModelAuthError, ModelError, ModelEvent, ModelRequest
 from ._openai_errors import (

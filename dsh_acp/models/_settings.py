@@ -22,14 +22,11 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from urllib.parse import urlsplit
-
-if TYPE_CHECKING:
-    from ._openai import OpenAIModel
 
 __all__ = [
     "API_KEY_AUTH_METHOD",
@@ -39,10 +36,8 @@ __all__ = [
     "OPENAI_BASE_URL",
     "KnownModel",
     "ModelSettings",
-    "ModelSource",
     "SettingsError",
     "auth_methods",
-    "build_openai_model",
     "default_config_path",
     "is_self_hosted",
     "known_model",
@@ -447,49 +442,3 @@ def auth_methods(*, terminal_login: bool) -> list[dict[str, Any]]:
             }
         )
     return methods
-
-
-def build_openai_model(settings: ModelSettings) -> OpenAIModel:
-    """An ``OpenAIModel`` for these settings (cheap: aiohttp loads at the first request)."""
-    from ._openai import OpenAIModel
-
-    return OpenAIModel(settings)
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """The CLI's inputs, re-resolved on demand: each session (and each ``authenticate``) reads
-    the config file again, so a key stored by ``dsh-acp login`` needs no restart."""
-
-    cli_model: str | None = None
-    cli_base_url: str | None = None
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
-    config_path: Path | None = None
-    build: Callable[[ModelSettings], OpenAIModel] = build_openai_model
-
-    @classmethod
-    def from_process(cls, cli_model: str | None, cli_base_url: str | None) -> ModelSource:
-        """The process environment and the default config file."""
-        environ = dict(os.environ)
-        return cls(cli_model, cli_base_url, environ, default_config_path(environ))
-
-    def settings(self) -> ModelSettings | None:
-        """The settings now (raises ``SettingsError`` for a broken configuration)."""
-        return resolve_model_settings(self.cli_model, self.cli_base_url, self.environ, self.config_path)
-
-    def model(self) -> OpenAIModel:
-        """A new model for a session (``AgentConfig.model``); the settings must name one."""
-        settings = self.settings()
-        if settings is None:
-            raise SettingsError("no model is configured: " + _NO_MODEL_HELP)
-        return self.build(settings)
-
-    def missing_key(self) -> str | None:
-        """``missing_key_message`` for the settings now; a broken config file is reported too."""
-        try:
-            return missing_key_message(self.settings())
-        except SettingsError as error:
-            return str(error)
-
-
-_NO_MODEL_HELP: Final = "pass --model openai:NAME, set DSH_MODEL, or set model in the config file"

@@ -1,0 +1,281 @@
+"""The serve command line: its flags, and the ``AgentConfig`` they describe.
+
+Apart from the command itself (``_main``) because three readers need it: the command, ``dsh-acp
+tools`` (which takes any serve flag) and the golden kit's in-process mode, so that a scenario
+behaves the same in memory as over the real stdio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from dsh_acp._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids, default_state_dir
+
+__all__ = ["build_config"]
+
+_DEFAULTS = AgentConfig()
+"""Where the command line's defaults come from: the configuration's own."""
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, measuring the terminal as ``shutil.get_terminal_size`` does but
+    without importing ``shutil`` (and with it bz2, lzma, zlib): argparse makes a formatter for
+    every argument added, and the editor waits for ``initialize`` behind that (~1.5 ms)."""
+
+    def __init__(
+        self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None
+    ):
+        super().__init__(prog, indent_increment, max_help_position, _columns() if width is None else width)
+
+
+def _columns() -> int:
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dsh-acp",
+        formatter_class=_HelpFormatter,
+        description=(
+            "An Agent Client Protocol agent: launch it from your editor; it speaks ACP on stdio. "
+            "Other commands: `dsh-acp demo` (watch it work: no model, key or editor needed), "
+            "`dsh-acp tools --markdown` (the tool catalog), `dsh-acp login` (store an API key), "
+            "`dsh-acp schema fetch` (download the official ACP schema the testing kit validates against)."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"dsh-acp {VERSION}")
+    parser.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="the model: openai:NAME (any OpenAI-compatible API) or script:PATH (a scripted model file)",
+    )
+    parser.add_argument(
+        "--base-url", metavar="URL", help="the OpenAI-compatible API root (default: from the model)"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="log verbosity on stderr (default: warning)",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=_DEFAULTS.max_message_bytes,
+        metavar="N",
+        help="largest incoming JSON-RPC message (default: 32 MiB); larger ones are answered with an error",
+    )
+    parser.add_argument(
+        "--no-tools", action="store_true", help="serve without the reference tools (bash, read, write...)"
+    )
+    parser.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="MODULE:NAME",
+        help="also register the tools NAME in MODULE (a list of definitions, or a function returning one)",
+    )
+    parser.add_argument(
+        "--max-model-requests",
+        type=int,
+        default=_DEFAULTS.max_model_requests,
+        metavar="N",
+        help="model requests per prompt turn (default 50)",
+    )
+    parser.add_argument(
+        "--coalesce-bytes",
+        type=int,
+        default=_DEFAULTS.coalesce_bytes,
+        metavar="N",
+        help="send live terminal output once N bytes are buffered (default 65536)",
+    )
+    parser.add_argument(
+        "--coalesce-ms",
+        type=float,
+        default=(_DEFAULTS.coalesce_delay or 0) * 1000,
+        metavar="MS",
+        help="...or MS ms after the first unsent byte (default 50; 0 = only on size and at the end)",
+    )
+    parser.add_argument(
+        "--mode",
+        default="default",
+        choices=["default", "accept_edits", "plan", "bypass"],
+        help="the permission mode new sessions start in (default: default, where edits and commands ask)",
+    )
+    parser.add_argument(
+        "--local-fs",
+        action="store_true",
+        help="read and write files on disk even when the editor offers its buffers (fs/*)",
+    )
+    parser.add_argument(
+        "--terminals",
+        default=os.environ.get("DSH_TERMINALS", "auto"),
+        choices=["auto", "client", "agent"],
+        help="where bash runs commands: in the client's own terminals (terminal/*) when it offers "
+        "them and has no live-output convention of its own (auto, the default; $DSH_TERMINALS), "
+        "whenever it offers them (client), or always in the agent (agent)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where session logs live (default: $DSH_STATE_DIR, else $XDG_STATE_HOME/dsh-acp)",
+    )
+    parser.add_argument(
+        "--instructions",
+        default="AGENTS.md",
+        metavar="NAMES",
+        help="comma-separated file names of project instructions, read from the session folder up"
+        " to the repository root into the system prompt (default: AGENTS.md; '' reads none)",
+    )
+    parser.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="for golden tests: counter ids, output coalesced by size only, a fixed clock",
+    )
+    parser.add_argument(
+        "--id-prefix",
+        default="",
+        metavar="TEXT",
+        help="with --deterministic: prefix the counter ids (a restarted agent must not reuse them)",
+    )
+    return parser
+
+
+def _load_tools(spec: str, parser: argparse.ArgumentParser) -> Callable[[], list[Any]]:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        parser.error(f"--tools takes MODULE:NAME, not {spec!r}")
+
+    def load() -> list[Any]:
+        value = getattr(importlib.import_module(module_name), attribute)
+        return list(value() if callable(value) else value)
+
+    return load
+
+
+def _reference_policies(registry: Any) -> None:
+    from reference_tools import install_policies
+
+    install_policies(registry)
+
+
+def _reference_tools() -> list[Any]:
+    from reference_tools import default_tools
+
+    return list(default_tools())
+
+
+def _reference_ask_user() -> Any:
+    from reference_tools import ask_user_tool
+
+    return ask_user_tool()
+
+
+def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> AgentConfig:
+    """The agent configuration the given serve arguments describe."""
+    parser = parser or _parser()
+    args = parser.parse_args(argv)
+    config = _model_config(args.model, args.base_url, parser)
+    sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools]
+    sources += [_load_tools(spec, parser) for spec in args.tools]
+    chosen: dict[str, Any] = {}
+    if sources:
+        chosen["tools"] = lambda: [tool for source in sources for tool in source()]
+        chosen["ask_user"] = None if args.no_tools else _reference_ask_user
+    if config.model_source is not None:
+        # ~300 ms of imports: after initialize
+        chosen["warm_imports"] = (*config.warm_imports, "aiohttp", "dsh_acp.models._openai")
+    if not args.no_tools:
+        chosen["configure_registry"] = _reference_policies
+    chosen.update(
+        max_model_requests=args.max_model_requests,
+        coalesce_bytes=args.coalesce_bytes,
+        coalesce_delay=args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None,
+        force_local_fs=args.local_fs,
+        instruction_files=tuple(name.strip() for name in args.instructions.split(",") if name.strip()),
+        terminals=args.terminals,
+        default_mode=args.mode,
+        state_dir=Path(args.state_dir) if args.state_dir else default_state_dir(),
+        log_level=args.log_level,
+        max_message_bytes=args.max_message_bytes,
+    )
+    if args.deterministic:
+        chosen.update(
+            session_ids=counter_ids(f"{args.id_prefix}session-"),
+            message_ids=counter_ids(f"{args.id_prefix}message-"),
+            coalesce_delay=None,
+            clock=lambda: FIXED_TIME,
+        )
+    return dataclasses.replace(config, **chosen)
+
+
+def _model_config(spec: str | None, base_url: str | None, parser: argparse.ArgumentParser) -> AgentConfig:
+    """The models: a scripted one (``script:PATH``) or an OpenAI-compatible one resolved from
+    flags, environment and the user's config file (see the README's settings table)."""
+    config = AgentConfig()
+    if spec is not None and spec.startswith("script:"):
+        # The flag wins over every other source: no settings to read (and none of their imports
+        # before the agent answers `initialize`).
+        return _script_config(config, spec.removeprefix("script:"), parser)
+    from dsh_acp.models._settings import SettingsError, select_model_spec
+    from dsh_acp.models._source import ModelSource
+
+    source = ModelSource.from_process(spec, base_url)
+    try:
+        chosen = select_model_spec(spec, source.environ, source.config_path)
+        if chosen is not None and chosen.startswith("script:"):
+            return _script_config(config, chosen.removeprefix("script:"), parser)
+        settings = source.settings()
+    except SettingsError as error:
+        parser.exit(2, f"dsh-acp: {error}\n")
+    if settings is not None:
+        config.model_source = source
+        config.models = [
+            ModelChoice(
+                id=settings.name,
+                name=settings.model,
+                build=source.model,
+                accepts_images=settings.accepts_images,
+                description=f"{settings.model} at {settings.base_url}",
+                efforts=settings.reasoning_efforts,
+            )
+        ]
+        config.secrets = tuple(filter(None, [settings.api_key]))
+    return config
+
+
+def _script_config(config: AgentConfig, path: str, parser: argparse.ArgumentParser) -> AgentConfig:
+    from dsh_acp.models._scripted import ScriptedModel, ScriptError
+
+    if not path:
+        parser.error("--model script: needs a file, as in script:PATH")
+    try:
+        ScriptedModel.from_file(path)  # report a broken script now, not at the first prompt
+    except ScriptError as error:
+        parser.exit(2, f"dsh-acp: {error}\n")
+    config.models = [
+        ModelChoice(
+            id=f"script:{Path(path).name}",
+            name=f"Script {Path(path).name}",
+            build=lambda: ScriptedModel.from_file(path),
+            accepts_images=True,
+            description="A scripted model (tests and demos)",
+        )
+    ]
+    return config
