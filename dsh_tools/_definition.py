@@ -7,6 +7,7 @@ import logging
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, TypeVar, cast, overload
 
@@ -31,6 +32,15 @@ __all__ = [
 
 _log = logging.getLogger("dsh_tools")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+_PREVIEWING: ContextVar[bool] = ContextVar("dsh_tools_previewing", default=False)
+"""Set while a presenter previews arguments still streaming: incomplete arguments are expected
+not to parse, so their failures are logged at debug level, not as warnings."""
+
+
+def _complain(message: str, *args: Any, exc_info: bool = False) -> None:
+    (_log.debug if _PREVIEWING.get() else _log.warning)(message, *args, exc_info=exc_info)
+
 
 M = TypeVar("M", bound="BaseModel")
 A = TypeVar("A")
@@ -124,8 +134,17 @@ class ToolDefinition:
         try:
             return self.present_call(arguments)
         except Exception:
-            _log.warning("present_call of tool %r failed; using the generic card", self.name, exc_info=True)
+            _complain("present_call of tool %r failed; using the generic card", self.name, exc_info=True)
             return None
+
+    def preview_view(self, arguments: Any) -> ToolCallView | None:
+        """``call_view`` for arguments that are still streaming (incomplete, often invalid):
+        ``None`` when they do not present, with nothing logged above debug level."""
+        token = _PREVIEWING.set(True)
+        try:
+            return self.call_view(arguments)
+        finally:
+            _PREVIEWING.reset(token)
 
     def result_view(self, arguments: Any, result: ToolResult) -> ToolResultView | None:
         """``present_result`` made safe for a UI: a raising presenter gives ``None`` and a warning."""
@@ -186,12 +205,12 @@ def _soft(name: str, parse: Callable[[Any], A], present: Callable[..., Any]) -> 
         try:
             parsed = parse(arguments)
         except ToolArgsError as error:
-            _log.warning("tool %r: not presenting malformed arguments (%s)", name, error)
+            _complain("tool %r: not presenting malformed arguments (%s)", name, error)
             return None
         try:
             return present(parsed, *rest)
         except Exception:
-            _log.warning("a presenter of tool %r failed; using the generic card", name, exc_info=True)
+            _complain("a presenter of tool %r failed; using the generic card", name, exc_info=True)
             return None
 
     return wrapper

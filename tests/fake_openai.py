@@ -5,8 +5,8 @@ scripted replies: streamed SSE chunks (chunked encoding, or delimited by closing
 statuses, and the misbehaviours a real network offers — a connection dropped mid-stream or
 before the answer, a stream that stalls, a stream that trickles keep-alives forever, a first
 event that comes late (with llama.cpp's ``prompt_progress`` events meanwhile when the request
-asks for ``return_progress``). Every request is recorded (method, path, headers, JSON body) for
-the tests to assert on.
+asks for ``return_progress``), chunks paced apart or held mid-stream until the test resumes
+them. Every request is recorded (method, path, headers, JSON body) for the tests to assert on.
 
 ``strict=True`` makes it as strict as the strictest real servers: a conversation whose roles do
 not alternate (the rule Mistral's and Gemma's chat templates enforce, tool steps aside), a tool
@@ -75,6 +75,11 @@ class Reply:
     progress: int = 0
     """``prompt_progress`` events spread over ``first_delay``, sent only when the request asked
     for them with ``return_progress`` (as llama.cpp does)."""
+    pause: float = 0.0
+    """Seconds between two chunks (a model generating its answer, a tool call's arguments)."""
+    hold_after: int | None = None
+    """Send this many chunks, then wait for ``FakeOpenAI.resume()`` before the rest (a test can
+    look at what the client shows mid-stream, however loaded the machine is)."""
 
 
 @dataclass(frozen=True)
@@ -298,6 +303,11 @@ class FakeOpenAI:
         self._group: TaskGroup | None = None
         self._listener: Any = None
         self._release = anyio.Event()
+        self._resumed = anyio.Event()
+
+    def resume(self) -> None:
+        """Let a reply held mid-stream (``hold_after``) send the rest."""
+        self._resumed.set()
 
     @property
     def base_url(self) -> str:
@@ -316,6 +326,7 @@ class FakeOpenAI:
     ) -> None:
         assert self._group is not None
         self._release.set()
+        self._resumed.set()
         self._group.cancel_scope.cancel()
         await self._group.__aexit__(None, None, None)
         await self._listener.aclose()
@@ -447,7 +458,11 @@ class FakeOpenAI:
             return
         if reply.first_delay:
             await self._wait_first(stream, reply, recorded)
-        for piece in reply.chunks:
+        for index, piece in enumerate(reply.chunks):
+            if index == reply.hold_after:
+                await self._resumed.wait()
+            if index and reply.pause:
+                await anyio.sleep(reply.pause)
             await self._send_piece(stream, reply, piece)
         if reply.then == "stall":
             await self._release.wait()

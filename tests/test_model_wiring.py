@@ -99,6 +99,7 @@ async def test_a_turn_against_a_local_server(
     assert kinds == [
         "agent_thought_chunk",
         "tool_call",  # announced as soon as its name streamed in, while its arguments still came
+        "tool_call_update",  # retitled by its presenter ("List .") once its path had streamed
         "usage_update",
         "tool_call_update",  # its details, now that its arguments are complete
         "tool_call_update",
@@ -115,7 +116,8 @@ async def test_a_turn_against_a_local_server(
         "read",
         "pending",
     )
-    details = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    retitled, *details = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    assert retitled == {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "title": "List ."}
     assert details[0]["rawInput"] == {"path": "."}
     assert details[-1]["status"] == "completed"
     assert next(u for u in updates if u["sessionUpdate"] == "session_info_update")["title"] == (

@@ -19,6 +19,7 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, chunk, error_reply, sse, stream_reply, tool_delta
 
 from dsh_acp.models._model import (
+    ARGUMENTS_SHOWN,
     AssistantMessage,
     ContextMessage,
     Finish,
@@ -29,6 +30,7 @@ from dsh_acp.models._model import (
     ModelRequest,
     ReasoningDelta,
     TextDelta,
+    ToolCallArguments,
     ToolCallRequest,
     ToolCallStart,
     ToolResultMessage,
@@ -263,16 +265,40 @@ async def test_tool_call_deltas_are_assembled_by_index() -> None:
         events = await stream_once(server)
     assert events == [
         TextDelta("Reading both."),
-        # Each call is announced once its name is known, completed at the end.
+        # Each call is announced once its name is known, its arguments reported as they grow,
+        # and it is completed at the end.
         ToolCallStart("call_a", "read"),
+        ToolCallArguments("call_a", '{"pa'),
         ToolCallStart("call_b", "grep"),
+        ToolCallArguments("call_b", '{"pattern": "\\u00e9'),
+        ToolCallArguments("call_a", '{"path": "a.py"'),
+        ToolCallArguments("call_b", '{"pattern": "\\u00e9\\"x\\"" }'),
+        ToolCallArguments("call_a", '{"path": "a.py"}'),
         ToolCallStart("call_c", "ls"),
+        ToolCallArguments("call_c", "{}"),
         ToolCallRequest("call_a", "read", '{"path": "a.py"}'),
         ToolCallRequest("call_b", "grep", '{"pattern": "\\u00e9\\"x\\"" }'),
         ToolCallRequest("call_c", "ls", "{}"),
         Usage(10, 20, 131072),
         Finish("tool_calls"),
     ]
+
+
+async def test_a_streaming_calls_arguments_are_reported_up_to_a_bound() -> None:
+    content = "x" * 3000
+    reply = stream_reply(
+        chunk(tool_calls=[tool_delta(0, id="w", name="write", arguments='{"file_path": "a.py", ')]),
+        chunk(tool_calls=[tool_delta(0, arguments=f'"content": "{content}')]),
+        chunk(tool_calls=[tool_delta(0, arguments=content)]),  # past the bound: cut there
+        chunk(tool_calls=[tool_delta(0, arguments=f'{content}"}}')]),  # nothing more to report
+        chunk(finish="tool_calls"),
+    )
+    async with FakeOpenAI([reply]) as server:
+        events = await stream_once(server)
+    whole = f'{{"file_path": "a.py", "content": "{content * 3}"}}'
+    shown = [event.text for event in events if isinstance(event, ToolCallArguments)]
+    assert shown == [whole[:22], whole[:3034], whole[:ARGUMENTS_SHOWN]]
+    assert events[-2:] == [ToolCallRequest("w", "write", whole), Finish("tool_calls")]
 
 
 async def test_sse_split_anywhere_with_comments_and_crlf() -> None:
@@ -312,6 +338,7 @@ async def test_cut_off_tool_calls_are_reported_as_cut_off() -> None:
         events = await stream_once(server)
     assert events == [
         ToolCallStart("c", "read"),
+        ToolCallArguments("c", '{"pa'),
         ToolCallRequest("c", "read", '{"pa', cut_off=True),
         Finish("length"),
     ]
@@ -323,7 +350,12 @@ async def test_tool_calls_with_stop_finish_count_as_tool_calls() -> None:
     )
     async with FakeOpenAI([reply]) as server:
         events = await stream_once(server)
-    assert events == [ToolCallStart("c", "ls"), ToolCallRequest("c", "ls", "{}"), Finish("tool_calls")]
+    assert events == [
+        ToolCallStart("c", "ls"),
+        ToolCallArguments("c", "{}"),
+        ToolCallRequest("c", "ls", "{}"),
+        Finish("tool_calls"),
+    ]
 
 
 async def test_unknown_context_window_gives_usage_without_size() -> None:

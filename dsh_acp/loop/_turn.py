@@ -53,6 +53,7 @@ from dsh_acp.models._model import (
     ModelRequest,
     ReasoningDelta,
     TextDelta,
+    ToolCallArguments,
     ToolCallRequest,
     ToolCallStart,
     Usage,
@@ -79,7 +80,6 @@ from dsh_tools import (
     PlanView,
     ProgressEvent,
     TerminalAttached,
-    TerminalCallView,
     TextBlock,
     ToolErrorInfo,
     ToolExecution,
@@ -100,7 +100,8 @@ from ._compaction import (
     message_chars,
     no_room_message,
 )
-from ._toolcalls import parse_arguments, with_unique_id
+from ._streaming_cards import StreamingCards
+from ._toolcalls import parse_arguments
 
 CUT_OFF_TEXT = (
     "the response reached the model's output limit before this call was complete, so it was "
@@ -197,10 +198,7 @@ class TurnRunner:
         self._calls: dict[str, _Call] = {}
         self._call_ids: set[str] = set()  # every tool-call id of the turn: each card has its own
         self._step: list[_Call] = []
-        self._early: dict[str, CallInfo] = {}
-        """Cards announced while their call streamed, not yet given their details."""
-        self._early_ids: dict[str, str] = {}
-        """The streaming calls' ids as the model sent them, to the unique ids they were given."""
+        self._streaming = StreamingCards(session, self._call_ids)
         self._group: TaskGroup | None = None
         self.last_text_id: str | None = None
         self.last_usage: Usage | None = None
@@ -407,17 +405,13 @@ class TurnRunner:
                         continue
                     thought_id = ids.get("thought") or ids.setdefault("thought", self._new_id())
                     await send(agent_thought(event.text, thought_id))
+                elif type(event) is ToolCallArguments:
+                    await self._streaming.grew(event)
                 elif type(event) is ToolCallRequest:
-                    early_id = self._early_ids.pop(event.id, None)
-                    if early_id is None:
-                        calls.append(with_unique_id(event, self._call_ids))
-                    else:  # its id was made unique (and taken) when it began streaming
-                        calls.append(event if early_id == event.id else replace(event, id=early_id))
+                    calls.append(self._streaming.complete(event))
                 elif type(event) is ToolCallStart:
-                    if keep and event.id not in self._early_ids:
-                        unique = with_unique_id(ToolCallRequest(event.id, event.name, ""), self._call_ids).id
-                        self._early_ids[event.id] = unique
-                        await self._announce_early(ToolCallStart(unique, event.name))
+                    if keep:
+                        await self._streaming.started(event)
                 elif type(event) is Usage:
                     self.last_usage = event
                     if event.input_tokens > 0 and (session.chars_per_token is None or session.usage_mark < 0):
@@ -436,16 +430,8 @@ class TurnRunner:
                 text="".join(text), reasoning="".join(reasoning), tool_calls=tuple(calls)
             )
             self.last_text_id = ids.get("text")
-            self._early_ids.clear()
-            if self._early:
-                # Cards announced while streaming whose call never completed (the stream failed
-                # or was cancelled) are closed now.
-                complete = {call.id for call in calls}
-                gone = [call_id for call_id in self._early if call_id not in complete]
-                with anyio.CancelScope(shield=True):
-                    for call_id in gone:
-                        del self._early[call_id]
-                        await send(tool_call_update(call_id, "failed"))
+            with anyio.CancelScope(shield=True):  # closed also when the stream failed or was cancelled
+                await self._streaming.response_ended({call.id for call in calls})
             if keep and (text or reasoning or calls):
                 session.record(
                     AssistantReply(
@@ -570,28 +556,12 @@ class TurnRunner:
         if not self._record_call(call):
             return  # the log failed and the turn is stopping: the editor never hears of the call
         call.announced = True
-        early = self._early.pop(call.info.call_id, None) is not None
+        early = self._streaming.take(call.info.call_id)
         if call.is_plan:
             return  # a plan is shown as the session's plan, not as a tool card
         card = announce_call(call.info, status, self.session.render)
         # A card that exists since the call began streaming gets its details as an update.
         await self.session.send(card_details(card) if early else card)
-
-    async def _announce_early(self, start: ToolCallStart) -> None:
-        """A ``pending`` card for a call whose arguments are still streaming (titled by its tool
-        until they are complete). Not for calls shown otherwise: a plan, a terminal."""
-        definition = self.session.registry.get(start.name)
-        if definition is None or definition.kind == "execute":
-            return
-        try:
-            view = definition.call_view({})
-        except Exception:  # a presenter that needs its arguments: the generic card for now
-            view = None
-        if isinstance(view, (PlanView, TerminalCallView)):
-            return
-        info = CallInfo(call_id=start.id, name=start.name, arguments={}, view=None, kind=definition.kind)
-        self._early[start.id] = info
-        await self.session.send(announce_call(info, "pending", self.session.render))
 
     async def _dispatched(self, execution: ToolExecution) -> None:
         call = self._calls[execution.call_id]
@@ -719,9 +689,7 @@ class TurnRunner:
     async def close_open_calls(self) -> None:
         """After a cancel: close every announced, unfinished call as ``failed``, and settle the
         conversation so that every tool call of the interrupted step has a result."""
-        for call_id in list(self._early):
-            del self._early[call_id]
-            await self.session.send(tool_call_update(call_id, "failed"))
+        await self._streaming.close_all()
         for call in self._calls.values():
             if call.announced and not call.finished and not call.is_plan:
                 call.finished = True

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # annotations only: the scripted model loads before pydantic 
     from dsh_tools import ContentBlock, ToolSchema
 
 __all__ = [
+    "ARGUMENTS_SHOWN",
     "AssistantMessage",
     "ContextMessage",
     "ContextOverflow",
@@ -27,6 +28,7 @@ __all__ = [
     "ModelRequest",
     "ReasoningDelta",
     "TextDelta",
+    "ToolCallArguments",
     "ToolCallRequest",
     "ToolCallStart",
     "ToolResultMessage",
@@ -92,6 +94,19 @@ class ToolCallStart:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallArguments:
+    """The arguments of a call still streaming, as far as they came: the start of the text, at
+    most ``ARGUMENTS_SHOWN`` characters (enough for a card's title; what follows is not read)."""
+
+    id: str
+    text: str
+
+
+ARGUMENTS_SHOWN = 4096
+"""Characters of a streaming call's arguments a model reports as they come (``ToolCallArguments``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts the provider reported for one request."""
 
@@ -112,7 +127,7 @@ class Finish:
     reason: FinishReason = "stop"
 
 
-ModelEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallRequest | Usage | Finish
+ModelEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallArguments | ToolCallRequest | Usage | Finish
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """The chunks of a streamed chat completion in, model events out: text and reasoning deltas at
-once, a tool call announced as soon as its name is known, then the calls, the usage and the
-finish once the stream is complete."""
+once, a tool call announced as soon as its name is known and its arguments reported as they
+grow (their start only), then the calls, the usage and the finish once the stream is complete."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ._model import (
+    ARGUMENTS_SHOWN,
     Finish,
     FinishReason,
     ModelError,
     ModelEvent,
     ReasoningDelta,
     TextDelta,
+    ToolCallArguments,
     ToolCallRequest,
     ToolCallStart,
     Usage,
@@ -41,6 +43,8 @@ class _PartialCall:
     name: str = ""
     arguments: str = ""
     started: bool = False
+    shown: int = 0
+    """Characters of the arguments reported so far (``ToolCallArguments``)."""
 
 
 class Assembler:
@@ -109,6 +113,12 @@ class Assembler:
                 call.started = True
                 call.id = call.id or f"call_{uuid.uuid4().hex}"
                 events.append(ToolCallStart(call.id, call.name))
+            if call.started and call.shown < len(call.arguments) and call.shown < ARGUMENTS_SHOWN:
+                # Only the start: enough for a title, and never a copy of megabytes per delta
+                # (a slice that covers the whole string is that string, not a copy).
+                shown = call.arguments[:ARGUMENTS_SHOWN]
+                call.shown = len(shown)
+                events.append(ToolCallArguments(call.id, shown))
 
     def end(self, saw_done: bool) -> list[ModelEvent]:
         if self.finish is None and not saw_done:

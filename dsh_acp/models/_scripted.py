@@ -8,6 +8,10 @@ A step may hold: ``thought`` (str), ``text`` (str or list of chunks), ``tool_cal
 ``{"id", "name", "arguments"}``, arguments an object or a verbatim string), ``finish``
 (``stop``/``length``/``refusal``), ``usage`` (``{"input", "output", "context_window"?}``),
 ``delay_ms`` and ``hang``.
+
+A call's ``arguments`` may also be a list of strings: its verbatim text, streamed in those
+pieces (``pause_ms`` apart, if the call says) the way a real model streams a call: announced by
+name first, its arguments reported as they grow, the complete call at the end of the step.
 """
 
 from __future__ import annotations
@@ -72,8 +76,14 @@ def _check_step(step: Any, where: str, problems: list[str]) -> None:
         for key in ("id", "name"):
             if not isinstance(call.get(key), str) or not call.get(key):
                 problems.append(f"{spot}.{key} must be a non-empty string")
-        if not isinstance(call.get("arguments", {}), dict | str):
-            problems.append(f"{spot}.arguments must be an object or a string")
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, dict | str) and not (
+            isinstance(arguments, list) and all(isinstance(piece, str) for piece in arguments)
+        ):
+            problems.append(f"{spot}.arguments must be an object, a string or a list of strings")
+        pause = call.get("pause_ms", 0)
+        if not isinstance(pause, int | float) or isinstance(pause, bool) or pause < 0:
+            problems.append(f"{spot}.pause_ms must be a non-negative number")
 
 
 def _position(messages: Sequence[Message]) -> tuple[int, int]:
@@ -127,7 +137,16 @@ class ScriptedModel:
         return f"script:{self.source}"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        from ._model import Finish, ReasoningDelta, TextDelta, ToolCallRequest, Usage
+        from ._model import (
+            ARGUMENTS_SHOWN,
+            Finish,
+            ReasoningDelta,
+            TextDelta,
+            ToolCallArguments,
+            ToolCallRequest,
+            ToolCallStart,
+            Usage,
+        )
 
         # The loop says where the session is (prompts so far, model calls in this prompt); a
         # bare request is placed by the shape of its conversation instead.
@@ -156,8 +175,20 @@ class ScriptedModel:
             yield TextDelta(chunk)
         calls = step.get("tool_calls") or ()
         for call in calls:
+            pieces = call.get("arguments")
+            if isinstance(pieces, list):
+                yield ToolCallStart(call["id"], call["name"])
+                streamed = ""
+                for piece in pieces:
+                    if call.get("pause_ms"):
+                        await anyio.sleep(call["pause_ms"] / 1000)
+                    streamed += piece
+                    yield ToolCallArguments(call["id"], streamed[:ARGUMENTS_SHOWN])
+        for call in calls:
             arguments = call.get("arguments", {})
-            if not isinstance(arguments, str):
+            if isinstance(arguments, list):
+                arguments = "".join(arguments)
+            elif not isinstance(arguments, str):
                 arguments = orjson.dumps(arguments).decode()
             yield ToolCallRequest(id=call["id"], name=call["name"], arguments=arguments)
         if "usage" in step:

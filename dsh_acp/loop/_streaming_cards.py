@@ -1,0 +1,218 @@
+"""Cards for the tool calls of a response that is still streaming.
+
+A call is shown (``pending``) as soon as its name streams in, because its arguments may take
+seconds. While they come, the card is retitled by the tool's own presenter, the one that titles
+the complete call, run on the part that has arrived: a write of a long file reads "Write
+src/app.py" while its content streams rather than "write". When the response is complete, the
+call's full card is sent as an update of the card already shown; a call that never completed is
+closed as ``failed``.
+
+The arguments are the model's, so anything goes: text that does not parse, values of the wrong
+type, a presenter that raises. All of that leaves the card as it is. Retitling is throttled
+(only on growth, at most every ``_INTERVAL``) so that a call streamed in thousands of tiny
+pieces costs a few parses, not thousands.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final
+
+from dsh_acp.acp._bridge import CallInfo, announce_call, relativize_title
+from dsh_acp.acp._updates import tool_call_update
+from dsh_acp.models._model import ToolCallArguments, ToolCallRequest, ToolCallStart
+from dsh_tools import DiffCallView, GenericCallView, PlanView, TerminalCallView, shown_text
+
+from ._toolcalls import with_unique_id
+
+if TYPE_CHECKING:
+    from dsh_acp.session._session import Session
+    from dsh_tools import ToolDefinition
+
+__all__ = ["StreamingCards", "preview_title"]
+
+_GROWTH: Final = 1.25
+"""The arguments are parsed again once they are this many times as long as at the last parse."""
+
+_INTERVAL: Final = 0.1
+"""Seconds between two new titles of one card, at least."""
+
+_TITLE_CHARS: Final = 200
+"""A title previewed from streaming arguments is cut here (the complete card has the whole)."""
+
+_NEXT_KEY: Final = re.compile(r'\s*(?:"[^"\\]*"?\s*:?\s*)?')
+"""What may follow the comma after an object's last complete member: the next key, begun."""
+
+_MISSING: Final = "\x00missing\x00"
+"""Stands for a required string argument that has not arrived: a title that shows it needs it."""
+
+
+def preview_title(definition: ToolDefinition, text: str, cwd: str) -> str | None:
+    """The title the tool's presenter gives arguments that are still streaming (``text``, the
+    start of their JSON), or ``None`` while it would need what has not arrived yet."""
+    arguments = _complete_members(text)
+    if arguments is None or not _fill_missing(definition.parameters, arguments):
+        return None
+    view = definition.preview_view(arguments)
+    if not isinstance(view, GenericCallView | DiffCallView) or _MISSING in view.title:
+        return None
+    title = shown_text(relativize_title(view.title, cwd))
+    return title if len(title) <= _TITLE_CHARS else title[: _TITLE_CHARS - 1] + "…"
+
+
+def _complete_members(text: str) -> dict[str, Any] | None:
+    """The members of the JSON object that ``text`` begins whose values are complete."""
+    from pydantic_core import from_json  # the first streamed call loads it, not start-up
+
+    if text.rstrip().endswith("}"):  # perhaps complete (a failed parse costs, so only then)
+        try:
+            whole = from_json(text, cache_strings="keys")
+            return whole if isinstance(whole, dict) else None
+        except ValueError:
+            pass
+    try:
+        arguments = from_json(text, allow_partial=True, cache_strings="keys")
+    except ValueError:
+        return None
+    if not isinstance(arguments, dict):
+        return None
+    if arguments:
+        # The parser leaves an unfinished string out, but not an unfinished number, list or
+        # object (``12`` may become ``123``): such a last value counts once a comma follows it.
+        key = next(reversed(arguments))
+        value = arguments[key]
+        if not isinstance(value, str) and not _followed_by_comma(text, key, value):
+            del arguments[key]
+    return arguments
+
+
+def _followed_by_comma(text: str, key: str, value: Any) -> bool:
+    from pydantic_core import from_json
+
+    comma = text.rfind(",")
+    if comma < 0 or not _NEXT_KEY.fullmatch(text, comma + 1):
+        return False
+    try:
+        before = from_json(text[:comma] + "}", cache_strings="keys")
+    except ValueError:
+        return False  # the comma is inside the value
+    return isinstance(before, dict) and key in before and before[key] == value
+
+
+def _fill_missing(schema: dict[str, Any], arguments: dict[str, Any], probe: bool = False) -> bool:
+    """Put the placeholder in for every required string argument not there yet; False if a
+    required argument of another type is missing (no placeholder can stand for it in a title).
+    A ``probe`` (which kind of card the tool shows, before any argument came) also stands in
+    empty lists and objects for those."""
+    required = schema.get("required")
+    if not isinstance(required, list):
+        return True
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, dict) else {}
+    for name in required:
+        if name in arguments:
+            continue
+        kind = properties.get(name, {}).get("type") if isinstance(properties.get(name), dict) else None
+        if kind == "string":
+            arguments[name] = _MISSING
+        elif probe and kind in _EMPTY:
+            arguments[name] = _EMPTY[kind]()
+        else:
+            return False
+    return True
+
+
+_EMPTY: Final[dict[str, Any]] = {"array": list, "object": dict}
+
+
+@dataclass(eq=False, slots=True)
+class _Card:
+    info: CallInfo
+    definition: ToolDefinition
+    title: str
+    """The title the editor shows now."""
+    parsed: int = 0
+    """Length of the arguments at the last parse."""
+    retitled: float = 0.0
+    """When the title last changed (``time.monotonic``)."""
+
+
+class StreamingCards:
+    """The cards of the calls announced while they streamed, until each gets its full card.
+
+    ``call_ids`` is every tool-call id of the turn, shared with the turn: each card has its own.
+    """
+
+    def __init__(self, session: Session, call_ids: set[str]) -> None:
+        self._session = session
+        self._call_ids = call_ids
+        self._ids: dict[str, str] = {}
+        """The ids the model gave the calls of this response, to the unique ids they were given."""
+        self._cards: dict[str, _Card] = {}
+
+    async def started(self, start: ToolCallStart) -> None:
+        """A ``pending`` card for a call whose arguments are still streaming (titled by its tool
+        until they say more). Not for calls shown otherwise: a plan, a terminal."""
+        if start.id in self._ids:
+            return
+        call_id = with_unique_id(ToolCallRequest(start.id, start.name, ""), self._call_ids).id
+        self._ids[start.id] = call_id
+        definition = self._session.registry.get(start.name)
+        if definition is None or definition.kind == "execute":
+            return
+        # A plan or a terminal is shown as such once complete, never as a card: the presenter
+        # says which on stand-ins for the arguments (none it can judge by: a card).
+        probe: dict[str, Any] = {}
+        view = (
+            definition.preview_view(probe)
+            if _fill_missing(definition.parameters, probe, probe=True)
+            else None
+        )
+        if isinstance(view, PlanView | TerminalCallView):
+            return
+        info = CallInfo(call_id=call_id, name=start.name, arguments={}, view=None, kind=definition.kind)
+        self._cards[call_id] = _Card(info, definition, start.name)
+        await self._session.send(announce_call(info, "pending", self._session.render))
+
+    async def grew(self, event: ToolCallArguments) -> None:
+        """The call's arguments grew: retitle its card if the presenter now says more."""
+        call_id = self._ids.get(event.id)
+        card = self._cards.get(call_id) if call_id is not None else None
+        if card is None or card.definition.present_call is None or len(event.text) < card.parsed * _GROWTH:
+            return
+        now = time.monotonic()
+        if card.retitled and now - card.retitled < _INTERVAL:
+            return  # parsed again with the next piece
+        card.parsed = len(event.text)
+        title = preview_title(card.definition, event.text, self._session.cwd)
+        if title is None or title == card.title:
+            return
+        card.title, card.retitled = title, now
+        await self._session.send(tool_call_update(card.info.call_id, title=title))
+
+    def complete(self, request: ToolCallRequest) -> ToolCallRequest:
+        """The complete call, under the unique id its card has (a call that did not stream
+        gets its unique id now)."""
+        call_id = self._ids.pop(request.id, None)
+        if call_id is None:
+            return with_unique_id(request, self._call_ids)
+        return request if call_id == request.id else replace(request, id=call_id)
+
+    def take(self, call_id: str) -> bool:
+        """Whether the call has a card shown since it streamed (then its full card is sent as an
+        update of it, and it is no longer retitled)."""
+        return self._cards.pop(call_id, None) is not None
+
+    async def response_ended(self, complete: set[str]) -> None:
+        """The response is over (also when it failed or was cancelled): the cards of calls that
+        never completed are closed as ``failed``."""
+        self._ids.clear()
+        for call_id in [call_id for call_id in self._cards if call_id not in complete]:
+            del self._cards[call_id]
+            await self._session.send(tool_call_update(call_id, "failed"))
+
+    async def close_all(self) -> None:
+        """After a cancel: every card still waiting for its full card is closed as ``failed``."""
+        await self.response_ended(set())
