@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+import dsh_acp
+from dsh_acp.testing import AcpClient, AcpSchema, AgentConfig, RpcError
 
 PACKAGES = ["dsh_tools", "dsh_acp", "reference_tools"]
 
@@ -57,3 +64,147 @@ def test_private_modules_declare_all() -> None:
                 continue
             sub = importlib.import_module(info.name)
             assert hasattr(sub, "__all__"), f"{info.name} has no __all__"
+
+
+# -- the curated surface of dsh_acp ------------------------------------------------------------
+
+DSH_ACP_ALL = [
+    "AgentConfig",
+    "AssistantMessage",
+    "ConnectionClosed",
+    "ContextMessage",
+    "ContextOverflow",
+    "Finish",
+    "FinishReason",
+    "Message",
+    "Model",
+    "ModelAuthError",
+    "ModelChoice",
+    "ModelError",
+    "ModelEvent",
+    "ModelRequest",
+    "ReasoningDelta",
+    "RpcError",
+    "ScriptError",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "TextDelta",
+    "ToolCallRequest",
+    "ToolCallStart",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "build_config",
+    "counter_ids",
+    "serve",
+    "serve_stdio",
+]
+"""What users of ``dsh_acp`` may rely on: adding or removing a name is a deliberate change."""
+
+
+def test_the_public_surface_is_pinned() -> None:
+    import dsh_acp
+
+    assert dsh_acp.__all__ == DSH_ACP_ALL
+    assert sorted(dir(dsh_acp)) == sorted(set(dir(dsh_acp)) | set(DSH_ACP_ALL))
+
+
+def test_every_public_name_resolves_to_the_object_its_home_holds() -> None:
+    import dsh_acp
+
+    for name in DSH_ACP_ALL:
+        value = getattr(dsh_acp, name)
+        home = importlib.import_module(dsh_acp._HOME[name])
+        assert value is getattr(home, name), name
+    with pytest.raises(AttributeError, match="has no attribute 'Protocol'"):
+        _ = dsh_acp.Protocol  # type: ignore[attr-defined]
+
+
+def test_the_kit_offers_the_public_config_and_error() -> None:
+    import dsh_acp
+    import dsh_acp.testing
+
+    assert dsh_acp.testing.AgentConfig is dsh_acp.AgentConfig
+    assert dsh_acp.testing.RpcError is dsh_acp.RpcError
+
+
+IMPORT_ONLY = """
+import sys
+before = set(sys.modules)
+import dsh_acp
+print(" ".join(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_importing_dsh_acp_loads_nothing_else() -> None:
+    """The agent's path to ``initialize`` starts with ``import dsh_acp``: the public surface must
+    not cost it pydantic, anyio, the models or even ``typing``."""
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_ONLY], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.split() == ["dsh_acp"]
+
+
+def test_version_is_the_installed_distribution_s() -> None:
+    from importlib.metadata import version
+
+    import dsh_acp
+    from dsh_acp._version import VERSION
+
+    assert dsh_acp.__version__ == version("dsh-acp")
+    # What initialize's agentInfo and the model client's User-Agent say: the same release.
+    assert dsh_acp.__version__ == VERSION
+
+
+def test_version_falls_back_when_the_package_is_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    import dsh_acp
+    from dsh_acp._version import VERSION
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.delitem(vars(dsh_acp), "__version__", raising=False)
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert dsh_acp.__version__ == VERSION
+
+
+class _EchoModel:
+    """A model written from the public names alone: it answers with the user's text."""
+
+    name = "echo"
+    accepts_images = False
+
+    async def stream(self, request: dsh_acp.ModelRequest) -> AsyncIterator[dsh_acp.ModelEvent]:
+        (last,) = [m for m in request.messages if isinstance(m, dsh_acp.UserMessage)][-1:]
+        said = "".join(getattr(block, "text", "") for block in last.content)
+        yield dsh_acp.TextDelta(f"you said: {said}")
+        yield dsh_acp.Usage(input_tokens=3, output_tokens=4)
+        yield dsh_acp.Finish("stop")
+
+
+@pytest.mark.anyio
+async def test_an_agent_runs_on_the_public_names_alone(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    """Config, models and the kit from ``dsh_acp`` and ``dsh_acp.testing``: no private import."""
+    model: dsh_acp.Model = _EchoModel()
+    script = dsh_acp.ScriptedModel([[{"text": "scripted"}]])
+    config = AgentConfig(
+        models=[
+            dsh_acp.ModelChoice("echo", "Echo", lambda: model),
+            dsh_acp.ModelChoice("script", "Script", lambda: script),
+        ],
+        session_ids=dsh_acp.counter_ids("s"),
+    )
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        answer = await client.initialize()
+        assert answer["agentInfo"]["version"] == dsh_acp.__version__
+        sid = await client.new_session(str(tmp_path))
+        assert sid == "s1"
+        assert await client.prompt(sid, "hello") == {"stopReason": "end_turn"}
+        (chunk,) = client.updates(sid, {"agent_message_chunk"})
+        assert chunk["content"] == {"type": "text", "text": "you said: hello"}
+        with pytest.raises(RpcError) as info:
+            await client.request("session/prompt", {"sessionId": "nope", "prompt": []})
+        assert info.value.code == -32002
+    client.assert_valid()

@@ -3,7 +3,14 @@
 A client that drives the agent (in memory or as a real subprocess), validation of every message
 against the official ACP schema, and golden wire scenarios with a pytest integration
 (``pytest --update-golden``). Needs the ``test`` extra (``jsonschema``, ``pytest``).
+
+``AgentConfig`` (what the client's agent runs with) and ``RpcError`` (what a hook raises to answer
+the agent's request with an error) are the ``dsh_acp`` names, offered here too so that a test
+needs one import.
 """
+
+from dsh_acp._config import AgentConfig
+from dsh_acp.rpc._connection import RpcError
 
 from ._checks import wire_problems
 from ._client import ZED_CAPABILITIES, AcpClient, PermissionAnswer, WireLine
@@ -24,11 +31,13 @@ __all__ = [
     "ZED_CAPABILITIES",
     "AcpClient",
     "AcpSchema",
+    "AgentConfig",
     "FrameGenerator",
     "FuzzReport",
     "Mode",
     "Normalizer",
     "PermissionAnswer",
+    "RpcError",
     "Scenario",
     "ScenarioError",
     "SchemaNotFound",
