@@ -14,7 +14,7 @@ __all__ = ["fenced", "result_meta", "result_text"]
 def fenced(body: str, info: str = "") -> str:
     """``body`` as a Markdown code block: tool output must not render as Markdown (a ``#``
     line would become a heading). The fence is longer than any backtick run inside."""
-    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0) if "`" in body else 0
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{body}\n{fence}"
 

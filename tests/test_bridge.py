@@ -62,6 +62,22 @@ def test_relativize_title(title: str, expected: str) -> None:
     assert relativize_title(title, CWD) == expected
 
 
+@pytest.mark.parametrize(
+    ("title", "cwd", "expected"),
+    [
+        # The root and a folder that is not written normalised take the long way (relpath).
+        ("Read /etc/hosts", "/", "Read etc/hosts"),
+        ("Read //etc/hosts", "/", "Read etc/hosts"),
+        ("Read /work/./project/a.py", "/work/project", "Read a.py"),
+        ("Read /work/project/a.py", "/work/./project", "Read /work/project/a.py"),
+        ("Read /work/project/a.py", "/work/project/", "Read a.py"),
+        ("Read /work/project//src/a.py", "/work/project", "Read src/a.py"),
+    ],
+)
+def test_relativize_title_against_any_cwd(title: str, cwd: str, expected: str) -> None:
+    assert relativize_title(title, cwd) == expected
+
+
 def test_client_capabilities_choose_the_terminal_key() -> None:
     assert (
         RenderContext.for_client(CWD, {"_meta": {"terminal_output": True}}).terminal_key == "terminal_output"

@@ -112,7 +112,12 @@ def relativize_title(title: str, cwd: str) -> str:
     ``/w/src/a.py`` with cwd ``/w`` becomes ``src/a.py``; ``/w`` itself becomes ``.``; a sibling
     such as ``/w2/x`` (which would relativize to ``../w2/x``) stays absolute.
     """
+    if "/" not in title:
+        return title  # no path in it (most call titles: ``Read notes.txt``)
     root = cwd.rstrip("/") or "/"
+    # ``relpath`` normalises both paths again on every call; for a normalised root the path
+    # under it is just the rest of the string.
+    quick = root != "/" and os.path.normpath(root) == root
 
     def replace(match: re.Match[str]) -> str:
         path = match.group(0)
@@ -126,6 +131,8 @@ def relativize_title(title: str, cwd: str) -> str:
         if normal == root:
             return "." + trail
         if root == "/" or normal.startswith(root + "/"):
+            if quick:
+                return normal[len(root) + 1 :] + trail
             return os.path.relpath(normal, root) + trail
         return match.group(0)
 
@@ -134,6 +141,8 @@ def relativize_title(title: str, cwd: str) -> str:
 
 def wire_block(block: ContentBlock) -> WireBlock:
     """A content block as an ACP ``ContentBlock`` (camelCase keys, no nulls)."""
+    if type(block) is TextBlock and block.annotations is None:
+        return {"type": "text", "text": block.text}  # what model_dump gives, at a tenth of the cost
     return block.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
