@@ -14,7 +14,8 @@ import anyio
 import pytest
 
 from dsh_acp.acp._wire import EnvVariable, McpServerStdio
-from dsh_acp.mcp._servers import McpConnections, _object_schema, connect_servers, mcp_tool_name
+from dsh_acp.mcp._servers import McpConnections, connect_servers, mcp_tool_name
+from dsh_acp.mcp._tool_shapes import object_schema
 from dsh_tools import (
     Annotations,
     AudioBlock,
@@ -117,10 +118,10 @@ def test_names_are_sanitized_bounded_and_deterministic() -> None:
 
 def test_input_schemas_are_kept_unless_they_are_not_object_schemas() -> None:
     schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
-    assert _object_schema(schema) is schema
-    assert _object_schema({"properties": {"q": {}}}) == {"properties": {"q": {}}, "type": "object"}
-    assert _object_schema({"type": "string"}) == {"type": "object"}
-    assert _object_schema(None) == {"type": "object"}
+    assert object_schema(schema) is schema
+    assert object_schema({"properties": {"q": {}}}) == {"properties": {"q": {}}, "type": "object"}
+    assert object_schema({"type": "string"}) == {"type": "object"}
+    assert object_schema(None) == {"type": "object"}
 
 
 async def test_bad_configurations_fail_alone_and_clearly() -> None:
