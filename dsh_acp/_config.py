@@ -51,7 +51,6 @@ def utc_now() -> str:
     return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{nanoseconds // 1000:06d}Z"
 
 
-
 def default_state_dir(environ: dict[str, str] | None = None) -> Path:
     """``$DSH_STATE_DIR``, else ``$XDG_STATE_HOME/dsh-acp``, else ``~/.local/state/dsh-acp``."""
     env = os.environ if environ is None else environ

@@ -196,3 +196,46 @@ def test_in_a_terminal_open_cards_update_in_place() -> None:
     assert "lines above" in screen  # a long running output shows its tail
     assert "○ pending" in screen
     assert "in progress" in screen
+
+
+_NOT_INSTALLED = ("jsonschema", "pytest", "_pytest", "hypothesis")
+"""What only the test extras promise (jsonschema comes today with mcp, but nothing promises it)."""
+
+_BLOCKER = f"""\
+import importlib.abc
+import sys
+
+
+class _NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {_NOT_INSTALLED!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
+        return None
+
+
+sys.meta_path.insert(0, _NotInstalled())
+"""
+
+
+def test_runs_with_only_the_package_dependencies(tmp_path: Path) -> None:
+    # The README's quick start installs without extras: the demo (and the kit's client it is built
+    # on, and the agent it starts) must not need what only the tests install. A sitecustomize on
+    # PYTHONPATH hides them from the demo and, through the environment, from the agent.
+    (tmp_path / "sitecustomize.py").write_text(_BLOCKER, encoding="utf-8")
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "COLUMNS": "200"}
+    env.pop("FORCE_COLOR", None)
+    hidden = subprocess.run(
+        [sys.executable, "-c", "import jsonschema"], capture_output=True, text=True, env=env, check=False
+    )
+    assert "No module named 'jsonschema'" in hidden.stderr  # the blocker works
+    run = subprocess.run(
+        [sys.executable, "-m", "dsh_acp", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=_TIMEOUT_S,
+        env=env,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "✓ session/load replayed the session" in run.stdout

@@ -5,6 +5,7 @@ agent's requests (permissions, files) as told."""
 from __future__ import annotations
 
 import os
+import subprocess as _subprocess
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
@@ -14,7 +15,7 @@ from typing import Any, Literal
 
 import anyio
 import orjson
-from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
 
 from dsh_acp._config import AgentConfig
 from dsh_acp.rpc._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
@@ -33,6 +34,9 @@ ZED_CAPABILITIES: dict[str, Any] = {
     "_meta": {"terminal_output": True, "terminal-auth": True},
 }
 """What Zed advertises in ``initialize`` (terminal output through ``_meta``)."""
+
+EXIT_LIMIT_S = 10.0
+"""How long a subprocess agent may take to exit once its stdin is closed (then it is killed)."""
 
 PermissionAnswer = str | Literal["cancelled", "error"]
 """An option id to select, ``"cancelled"`` (the outcome), or ``"error"`` (answer with an error)."""
@@ -61,6 +65,8 @@ class AcpClient:
     lines: list[WireLine] = field(default_factory=list)
     agent_requests: list[dict[str, Any]] = field(default_factory=list)
     on_update: Callable[[dict[str, Any]], None] | None = None
+    on_line: Callable[[WireLine], None] | None = None
+    """Called with every line either side writes, as it passes (after it is recorded)."""
     on_agent_request: Callable[[str, Any], Awaitable[Any] | None] | None = None
     """A hook answering agent requests before the defaults (return ``None`` to fall through)."""
     _connection: Connection | None = None
@@ -72,6 +78,14 @@ class AcpClient:
     advertised ``terminal``)."""
     _send: ByteSendStream | None = None
     _group: TaskGroup | None = None
+    process: Process | None = None
+    """The agent process (``subprocess`` only)."""
+    stderr_lines: deque[str] = field(default_factory=lambda: deque(maxlen=50))
+    """The agent's last lines on stderr (``subprocess`` with ``capture_stderr`` only)."""
+    exit_code: int | None = None
+    """The subprocess agent's exit status, once it exited."""
+    hung: bool = False
+    """The subprocess agent outlived its closed stdin by ``EXIT_LIMIT_S`` and was killed."""
 
     # -- construction -------------------------------------------------------------------------
 
@@ -100,43 +114,69 @@ class AcpClient:
         schema: AcpSchema | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        capture_stderr: bool = False,
         **kwargs: Any,
     ) -> AsyncIterator[AcpClient]:
-        """Launch ``python -m dsh_acp *args`` and talk to it over its real stdio."""
+        """Launch ``python -m dsh_acp *args`` and talk to it over its real stdio.
+
+        The block's end closes the agent's stdin, as editors end it; an agent that has not exited
+        ``EXIT_LIMIT_S`` later is killed, and ``TimeoutError`` says so. The agent's stderr is
+        this process's, or with ``capture_stderr`` kept in ``stderr_lines``.
+        """
         client = cls(schema=schema, **kwargs)
         process = await anyio.open_process(
             [sys.executable, "-m", "dsh_acp", *args],
             env={**os.environ, **(env or {})},
             cwd=cwd,
-            stderr=None,
+            stderr=_subprocess.PIPE if capture_stderr else None,
         )
+        client.process = process
         assert process.stdout is not None
         assert process.stdin is not None
         try:
-            async with client._connected(process.stdout, process.stdin):
+            async with client._connected(process.stdout, process.stdin, process.stderr):
                 yield client
-            with anyio.fail_after(10):
-                client.exit_code = await process.wait()
         finally:
             if process.returncode is None:
                 process.kill()
-                await process.wait()
-
-    exit_code: int | None = None
+                with anyio.CancelScope(shield=True):
+                    await process.wait()
+        client.exit_code = process.returncode
+        if client.hung:
+            raise TimeoutError(f"the agent did not exit within {EXIT_LIMIT_S:g} s of its stdin closing")
 
     @asynccontextmanager
-    async def _connected(self, receive: ByteReceiveStream, send: ByteSendStream) -> AsyncIterator[None]:
+    async def _connected(
+        self, receive: ByteReceiveStream, send: ByteSendStream, stderr: ByteReceiveStream | None = None
+    ) -> AsyncIterator[None]:
         self._send = LineTapSend(send, self._client_line)
         connection = Connection(LineTapReceive(receive, self._agent_line), self._send, self)
         self._connection = connection
         async with anyio.create_task_group() as group:
             self._group = group
             group.start_soon(connection.serve)
+            if stderr is not None:
+                group.start_soon(self._read_stderr, stderr)
             try:
                 yield
             finally:
                 self.terminals.close()
                 await send.aclose()  # the client ends the agent by closing its stdin
+                if self.process is not None:
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(EXIT_LIMIT_S):
+                        await self.process.wait()
+                    if self.process.returncode is None:
+                        self.hung = True
+                        self.process.kill()  # its pipes close, and the tasks reading them end
+
+    async def _read_stderr(self, stderr: ByteReceiveStream) -> None:
+        buffer = b""
+        async for chunk in stderr:
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            self.stderr_lines.extend(line.decode(errors="replace") for line in lines if line.strip())
+        if buffer.strip():
+            self.stderr_lines.append(buffer.decode(errors="replace"))
 
     # -- recording and validation -------------------------------------------------------------
 
@@ -147,12 +187,10 @@ class AcpClient:
             message = None  # deliberately malformed input
         if isinstance(message, dict) and "method" in message and "id" in message:
             self._client_methods[message["id"]] = message["method"]
-        self.lines.append(WireLine("client", raw, message))
-        self._wake()
+        self._record(WireLine("client", raw, message))
 
     def _agent_line(self, raw: bytes) -> None:
         message = orjson.loads(raw)
-        self.lines.append(WireLine("agent", raw, message))
         self.violations.extend(wire_problems(message))
         if self.schema is not None:
             answered = None
@@ -162,6 +200,12 @@ class AcpClient:
                 self.schema.validate_agent_message(message, answered)
             except AssertionError as error:
                 self.violations.append(str(error))
+        self._record(WireLine("agent", raw, message))
+
+    def _record(self, line: WireLine) -> None:
+        self.lines.append(line)
+        if self.on_line is not None:
+            self.on_line(line)
         self._wake()
 
     def _wake(self) -> None:
