@@ -1,45 +1,27 @@
 """The agent loop for one prompt turn: stream the model, run its tool calls, repeat.
 
-Tool calls follow the lifecycle editors expect: announced with ``tool_call`` before
-they run — ``pending`` while a person is asked, else ``in_progress`` — live terminal output while
-they run, one final ``completed``/``failed`` update each, and on cancel every open call closed as
-``failed`` before the prompt answers ``cancelled``. Everything the turn does is also written to
-the session log, from which ``session/load`` replays it through the same bridge functions.
+A model step streams the response to the editor (text, thoughts, the cards of calls as they
+stream: ``_streaming_cards``), the tool step runs the calls it asked for (``_tool_step``), and
+the conversation is compacted when the next request would not fit the model's window. On cancel
+every open card is closed as ``failed`` before the prompt answers ``cancelled``. Everything the
+turn does is also written to the session log, from which ``session/load`` replays it.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 import orjson
-from anyio.abc import TaskGroup
 
-from dsh_acp._config import MAX_MODEL_REQUESTS
-from dsh_acp.acp._bridge import (
-    CallInfo,
-    announce_call,
-    attach_terminal,
-    cancelled_call,
-    finish_call,
-    output_chunk,
-    permission_tool_call,
-    summary_chunk,
-)
-from dsh_acp.acp._client_requests import permission_params
+from dsh_acp.acp._bridge import summary_chunk
 from dsh_acp.acp._updates import (
     Notice,
-    ToolCallStatus,
     agent_message,
     agent_thought,
-    card_details,
     compaction_update,
     notice,
-    tool_call_update,
     usage_update,
 )
 from dsh_acp.models._history import CANCELLED_TEXT
@@ -59,36 +41,10 @@ from dsh_acp.models._model import (
     Usage,
     UserMessage,
 )
-from dsh_acp.rpc._connection import RpcError
-from dsh_acp.session._events import (
-    AssistantReply,
-    Compacted,
-    PermissionAnswered,
-    ToolCalled,
-    ToolCancelled,
-    ToolContext,
-    ToolFinished,
-    UsageReported,
-)
+from dsh_acp.session._events import AssistantReply, Compacted, UsageReported
 from dsh_acp.session._session import Session
-from dsh_tools import (
-    Allow,
-    Ask,
-    ContentBlock,
-    Deny,
-    DiffCallView,
-    PlanView,
-    ProgressEvent,
-    TerminalAttached,
-    TextBlock,
-    ToolErrorInfo,
-    ToolExecution,
-    ToolExecutionResult,
-    bound_text,
-    shown_text,
-)
+from dsh_tools import TextBlock, bound_text
 
-from ._coalesce import CoalescePolicy, OutputCoalescer
 from ._commands import COMPACT_INSTRUCTION
 from ._compaction import (
     AUTO_THRESHOLD,
@@ -100,17 +56,12 @@ from ._compaction import (
     message_chars,
     no_room_message,
 )
+from ._loop_settings import LoopSettings
 from ._streaming_cards import StreamingCards
-from ._toolcalls import parse_arguments
+from ._tool_step import ToolStep
 
-CUT_OFF_TEXT = (
-    "the response reached the model's output limit before this call was complete, so it was "
-    "not run; make the call again, with shorter arguments if they were long"
-)
+__all__ = ["CANCELLED_TEXT", "LoopSettings", "StopReason", "TurnRunner"]
 
-__all__ = ["CANCELLED_TEXT", "LoopSettings", "StopReason", "TurnRunner", "view_json"]
-
-_log = logging.getLogger("dsh_acp.turn")
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 _STOP: dict[FinishReason, StopReason] = {
@@ -119,69 +70,6 @@ _STOP: dict[FinishReason, StopReason] = {
     "length": "max_tokens",
     "refusal": "refusal",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class LoopSettings:
-    """Knobs of the loop; the golden kit pins the ones that vary between runs."""
-
-    max_model_requests: int = MAX_MODEL_REQUESTS
-    output_head: int = 32 * 1024
-    output_tail: int = 32 * 1024
-    """The model sees at most this much of each result's text (head and tail, marker between)."""
-    coalesce: CoalescePolicy = field(default_factory=CoalescePolicy)
-    system_prompt: Callable[[Session], str] | None = None
-
-
-class _Printed:
-    """What a command printed, head and tail within a budget: shown fenced to a client with no
-    live terminal if the call is cancelled (else the result shows the output)."""
-
-    def __init__(self, head: int, tail: int) -> None:
-        self._room, self._tail_max = head, tail
-        self._head: list[str] = []
-        self._tail = ""
-        self._dropped = 0
-
-    def feed(self, text: str) -> None:
-        if self._room > 0:
-            self._head.append(text[: self._room])
-            text = text[self._room :]
-            self._room -= len(self._head[-1])
-        if text:
-            kept = self._tail + text
-            self._dropped += max(0, len(kept) - self._tail_max)
-            self._tail = kept[-self._tail_max :]
-
-    def text(self) -> str:
-        marker = f"\n[... {self._dropped} characters omitted ...]\n" if self._dropped else ""
-        return "".join(self._head) + marker + self._tail
-
-
-@dataclass(eq=False)
-class _Call:
-    info: CallInfo
-    announced: bool = False
-    finished: bool = False
-    output: OutputCoalescer | None = None
-    answered: bool = False
-    """Whether the call's result (or its cancellation) was logged."""
-    recorded: bool = False
-    rejected: str | None = None
-    """Why the call cannot run (its arguments are too deep or too big): it fails unannounced to
-    its tool."""
-    attached: str | None = None
-    """The client's own terminal the command runs in (``terminal/create``), if any."""
-    printed: _Printed | None = None
-
-    @property
-    def is_plan(self) -> bool:
-        return isinstance(self.info.view, PlanView)
-
-
-def view_json(view: Any) -> Any:
-    """A render intent as plain JSON for the session log (``None`` stays ``None``)."""
-    return None if view is None else view.model_dump(mode="json")
 
 
 class TurnRunner:
@@ -195,11 +83,9 @@ class TurnRunner:
         self._new_id = new_id
         self._turn_index = turn_index
         self._requests = 0
-        self._calls: dict[str, _Call] = {}
-        self._call_ids: set[str] = set()  # every tool-call id of the turn: each card has its own
-        self._step: list[_Call] = []
-        self._streaming = StreamingCards(session, self._call_ids)
-        self._group: TaskGroup | None = None
+        call_ids: set[str] = set()  # every tool-call id of the turn: each card has its own
+        self._streaming = StreamingCards(session, call_ids)
+        self._tools = ToolStep(session, settings, self._streaming)
         self.last_text_id: str | None = None
         self.last_usage: Usage | None = None
 
@@ -210,11 +96,11 @@ class TurnRunner:
         for _ in range(self.settings.max_model_requests):
             message, finish = await self._fitted_step()
             if finish == "length" and message.tool_calls:
-                await self._run_tools(message.tool_calls)  # each fails: it was cut off
+                await self._tools.run(message.tool_calls)  # each fails: it was cut off
                 return "max_tokens"
             if finish in ("length", "refusal") or not message.tool_calls:
                 return _STOP[finish]
-            await self._run_tools(message.tool_calls)
+            await self._tools.run(message.tool_calls)
         return "max_turn_requests"
 
     async def _fitted_step(self) -> tuple[AssistantMessage, FinishReason]:
@@ -469,281 +355,11 @@ class TurnRunner:
         price = float(session.cost) if session.cost is not None else None
         await session.send(usage_update(usage.used, usage.context_window, price))
 
-    # -- tools ----------------------------------------------------------------------------
-
-    async def _run_tools(self, requests: Sequence[ToolCallRequest]) -> None:
-        session = self.session
-        executions = []
-        rejected = []
-        self._step = []
-        for request in requests:
-            arguments, problem = parse_arguments(request.arguments)
-            if request.cut_off:
-                problem = CUT_OFF_TEXT
-            definition = session.registry.get(request.name)
-            view = definition.call_view(arguments) if definition and problem is None else None
-            info = CallInfo(
-                call_id=request.id,
-                name=request.name,
-                arguments=arguments,
-                view=view,
-                kind=definition.kind if definition else "other",
-            )
-            call = _Call(info, rejected=problem)
-            self._calls[request.id] = call
-            self._step.append(call)
-            if problem is not None:
-                rejected.append(call)
-                continue
-            executions.append(
-                ToolExecution(
-                    call_id=request.id,
-                    name=request.name,
-                    arguments=arguments,
-                    cwd=session.cwd,
-                    session_id=session.session_id,
-                    additional_directories=session.additional_directories,
-                    services=session.services,
-                    progress=self._progress_sink(call),
-                    approver=self._approve,
-                    on_dispatch=self._dispatched,
-                )
-            )
-        for call in rejected:  # the whole step was checked first: these fail before any call runs
-            await self._finished(_rejection(call))
-        async with anyio.create_task_group() as group:
-            self._group = group
-            results = await session.registry.execute_many(executions, on_result=self._finished)
-            group.cancel_scope.cancel()  # only coalescer timers remain, and they have flushed
-        self._group = None
-        self._settle_step()
-        context = [result.additional_context for result in results if result.additional_context]
-        if context:
-            text = "\n\n".join(context)
-            session.record(ToolContext(text))
-
-    def _settle_step(self) -> None:
-        """Close the step: a call that has no result (the turn was cancelled) is logged as
-        cancelled, so the step's results join the conversation (``SessionState.apply``) and it
-        stays well formed."""
-        for call in self._step:
-            self._record_call(call)
-            if not call.answered:
-                call.answered = True
-                self.session.record(ToolCancelled(call.info.call_id))
-        self._step = []
-
-    def _record_call(self, call: _Call) -> bool:
-        """Log a call when the editor first hears of it, so a replay keeps the live order; False
-        if the log could not be written."""
-        if call.recorded:
-            return True
-        call.recorded = True
-        info = call.info
-        return self.session.record(
-            ToolCalled(
-                info.call_id,
-                info.name,
-                info.arguments,
-                info.kind,
-                view_json(info.view),
-                info.notice,
-                info.cwd,
-            )
-        )
-
-    async def _announce(self, call: _Call, status: ToolCallStatus) -> None:
-        if not self._record_call(call):
-            return  # the log failed and the turn is stopping: the editor never hears of the call
-        call.announced = True
-        early = self._streaming.take(call.info.call_id)
-        if call.is_plan:
-            return  # a plan is shown as the session's plan, not as a tool card
-        card = announce_call(call.info, status, self.session.render)
-        # A card that exists since the call began streaming gets its details as an update.
-        await self.session.send(card_details(card) if early else card)
-
-    async def _dispatched(self, execution: ToolExecution) -> None:
-        call = self._calls[execution.call_id]
-        if not call.announced:
-            await self._announce(call, "in_progress")
-        elif not call.is_plan:
-            await self.session.send(tool_call_update(call.info.call_id, "in_progress"))
-
-    def _progress_sink(self, call: _Call) -> Callable[[ProgressEvent], Any]:
-        render = self.session.render
-
-        async def sink(event: ProgressEvent) -> None:
-            if isinstance(event, TerminalAttached):
-                call.attached = event.terminal_id
-                if call.announced and not call.is_plan:
-                    await self.session.send(attach_terminal(call.info, event.terminal_id))
-                return
-            if call.output is None:
-                if render.terminal_key is None or not call.info.is_terminal:
-                    # A client without live output gets it once, at the end (or, if the call
-                    # is cancelled, what was printed until then).
-                    if call.info.is_terminal:
-                        if call.printed is None:
-                            call.printed = _Printed(render.fallback_head, render.fallback_tail)
-                        call.printed.feed(event.data)
-                    return
-                assert self._group is not None
-                call.output = OutputCoalescer(self._flusher(call), self.settings.coalesce, self._group)
-            await call.output.feed(event.data)
-
-        return sink
-
-    def _flusher(self, call: _Call) -> Callable[[str], Any]:
-        async def flush(data: str) -> None:
-            update = output_chunk(call.info, data, self.session.render)
-            if update is not None:
-                await self.session.send(update)
-
-        return flush
-
-    async def _finished(self, result: ToolExecutionResult) -> None:
-        session = self.session
-        call = self._calls[result.call_id]
-        if call.output is not None:
-            await call.output.aclose()
-        if not call.announced:
-            await self._announce(call, "pending")  # it never ran: refused before dispatch
-        definition = session.registry.get(call.info.name) if call.rejected is None else None
-        tool_result = result.as_tool_result()
-        view = definition.result_view(call.info.arguments, tool_result) if definition else None
-        content = _budget(result.content, self.settings.output_head, self.settings.output_tail)
-        error = None if result.error is None else {"name": result.error.name, "code": result.error.code}
-        logged = session.record(
-            ToolFinished(result.call_id, content, result.is_error, error, result.meta, view_json(view))
-        )
-        if not logged:
-            # The turn is stopping: the call closes as failed, as a reload of the log will show it.
-            return
-        call.answered = call.finished = True
-        updates = finish_call(
-            call.info, tool_result, view, session.render, streamed=_streamed(call), attached=call.attached
-        )
-        for update in updates:
-            await session.send(update)
-
-    async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
-        from dsh_acp.permissions._approvals import Question  # loaded with the first question, not at start-up
-
-        session = self.session
-        call = self._calls[execution.call_id]
-        definition = session.registry.get(execution.name)
-        subject = ask.subject or (definition.subject_of(execution) if definition is not None else None)
-        question = Question.of(execution.name, subject, _roots(execution), ask.reason)
-        rules = session.permissions
-        project_allow, project_reject = rules.project.load() if rules.project is not None else ([], [])
-        rejected = question.rejected_by([*rules.reject, *project_reject])
-        if rejected is not None:
-            return Deny(f"the user chose to always reject {rejected.phrase()}; do not retry it")
-        if question.allowed_by([*rules.allow, *project_allow]) is not None:
-            return Allow()
-        view = call.info.view
-        if isinstance(view, DiffCallView) and not call.announced:
-            from ._whole_diffs import widened  # an approval of an edit, not start-up, loads it
-
-            view = await widened(view, session.cwd, execution.services)
-        call.info = replace(call.info, view=view, notice=question.notice, cwd=question.cwd)
-        await self._announce(call, "pending")
-        options = question.options([*rules.allow, *project_allow], project=rules.project is not None)
-        params = permission_params(
-            session.session_id,
-            permission_tool_call(call.info, session.render),
-            [option.wire() for option in options],
-        )
-        try:
-            response = await session.io.request("session/request_permission", params)
-        except RpcError as error:
-            return Deny(f"the user's client declined to ask for permission ({error.message})")
-        outcome = response.get("outcome") if isinstance(response, dict) else None
-        kind = outcome.get("outcome") if isinstance(outcome, dict) else None
-        if kind == "cancelled":
-            if session.turn is not None:
-                session.turn.cancel()
-            await anyio.lowlevel.checkpoint()  # raises: the turn's scope is cancelled
-            return Deny("the turn was cancelled")
-        option_id = outcome.get("optionId") if isinstance(outcome, dict) and kind == "selected" else None
-        chosen = next((option for option in options if option.option_id == option_id), None)
-        if chosen is None:
-            return Deny(f"the permission answer was not understood ({response!r:.80}); the call was not run")
-        if chosen.remember:
-            rule: Literal["allow", "reject"] = "allow" if chosen.kind == "allow_always" else "reject"
-            if chosen.project and rules.project is not None:
-                try:
-                    rules.project.add(rule, chosen.remember)
-                except OSError as error:
-                    _log.warning("could not keep the answer for the project: %s", error)
-            else:
-                for remembered in chosen.remember:
-                    session.record(PermissionAnswered(rule, remembered.to_json()))
-        if chosen.kind in ("allow_once", "allow_always"):
-            return Allow()
-        return Deny("the user declined this call; do not retry it unchanged")
-
     # -- cancellation ---------------------------------------------------------------------
 
     async def close_open_calls(self) -> None:
-        """After a cancel: close every announced, unfinished call as ``failed``, and settle the
-        conversation so that every tool call of the interrupted step has a result."""
+        """After a cancel: close every card still open as ``failed`` (those of calls that were
+        streaming too), and settle the conversation so that every tool call of the interrupted
+        step has a result."""
         await self._streaming.close_all()
-        for call in self._calls.values():
-            if call.announced and not call.finished and not call.is_plan:
-                call.finished = True
-                if call.output is not None:
-                    await call.output.aclose()  # what the tool printed before the cancel still shows
-                updates = cancelled_call(
-                    call.info,
-                    self.session.render,
-                    streamed=_streamed(call),
-                    attached=call.attached,
-                    partial=call.printed.text() if call.printed is not None else None,
-                )
-                for update in updates:
-                    await self.session.send(update)
-        if self._step:
-            self._settle_step()
-
-
-def _rejection(call: _Call) -> ToolExecutionResult:
-    assert call.rejected is not None
-    return ToolExecutionResult(
-        call_id=call.info.call_id,
-        content=(TextBlock(text=f"Error: {call.rejected}"),),
-        is_error=True,
-        error=ToolErrorInfo(name="ToolArgsError", code="INVALID_ARGS"),
-    )
-
-
-def _roots(execution: ToolExecution) -> tuple[str, ...]:
-    """The real paths of the session's folder and additional directories (the first is its cwd)."""
-    cwd = (execution.cwd,) if execution.cwd else ()
-    return tuple(os.path.realpath(root) for root in (*cwd, *execution.additional_directories))
-
-
-def _streamed(call: _Call) -> bool:
-    return call.output is not None and call.output.flushed_any
-
-
-def _budget(content: Sequence[ContentBlock], head: int, tail: int) -> tuple[ContentBlock, ...]:
-    """Whatever a tool returned, the model sees at most head + tail bytes of its text, and text
-    that encodes (lone surrogates, say from an OS name, escaped as ``shown_text`` does)."""
-    content = [_encodable(block) for block in content]
-    texts = [block for block in content if isinstance(block, TextBlock)]
-    total = sum(len(block.text) for block in texts)
-    if total <= head + tail and sum(len(block.text.encode()) for block in texts) <= head + tail:
-        return tuple(content)
-    joined = "\n".join(block.text for block in texts)
-    others = [block for block in content if not isinstance(block, TextBlock)]
-    return (TextBlock(text=bound_text(joined, head=head, tail=tail)), *others)
-
-
-def _encodable(block: ContentBlock) -> ContentBlock:
-    if isinstance(block, TextBlock):
-        shown = shown_text(block.text)
-        if shown is not block.text:
-            return block.model_copy(update={"text": shown})
-    return block
+        await self._tools.close_open_calls()

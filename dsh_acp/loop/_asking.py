@@ -1,0 +1,95 @@
+"""The permission question of one tool call: answered by the remembered rules when they decide
+it, else put to the user through the client (``session/request_permission``), and an "always"
+answer kept, for the session or the project.
+
+Loaded with the first question a session asks, not at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Literal
+
+import anyio
+
+from dsh_acp.acp._bridge import CallInfo, permission_tool_call
+from dsh_acp.acp._client_requests import permission_params
+from dsh_acp.permissions._approvals import Question
+from dsh_acp.rpc._connection import RpcError
+from dsh_acp.session._events import PermissionAnswered
+from dsh_acp.session._session import Session
+from dsh_tools import Allow, Ask, Deny, ToolExecution
+
+__all__ = ["PermissionQuestion"]
+
+_log = logging.getLogger("dsh_acp.turn")
+
+
+class PermissionQuestion:
+    """What a person approving ``execution`` is asked (``question``: its subject, the notice
+    and real directory its card shows) and the rules that may answer it already."""
+
+    def __init__(self, session: Session, execution: ToolExecution, ask: Ask) -> None:
+        self._session = session
+        definition = session.registry.get(execution.name)
+        subject = ask.subject or (definition.subject_of(execution) if definition is not None else None)
+        self.question = Question.of(execution.name, subject, _roots(execution), ask.reason)
+        rules = session.permissions
+        project_allow, project_reject = rules.project.load() if rules.project is not None else ([], [])
+        self._allow = [*rules.allow, *project_allow]
+        self._reject = [*rules.reject, *project_reject]
+
+    def remembered(self) -> Allow | Deny | None:
+        """The answer the remembered rules give (a rejection first), or ``None``: ask."""
+        rejected = self.question.rejected_by(self._reject)
+        if rejected is not None:
+            return Deny(f"the user chose to always reject {rejected.phrase()}; do not retry it")
+        if self.question.allowed_by(self._allow) is not None:
+            return Allow()
+        return None
+
+    async def ask(self, info: CallInfo) -> Allow | Deny:
+        """Ask the user about the call whose card is ``info`` (already shown ``pending``)."""
+        session = self._session
+        rules = session.permissions
+        options = self.question.options(self._allow, project=rules.project is not None)
+        params = permission_params(
+            session.session_id,
+            permission_tool_call(info, session.render),
+            [option.wire() for option in options],
+        )
+        try:
+            response = await session.io.request("session/request_permission", params)
+        except RpcError as error:
+            return Deny(f"the user's client declined to ask for permission ({error.message})")
+        outcome = response.get("outcome") if isinstance(response, dict) else None
+        kind = outcome.get("outcome") if isinstance(outcome, dict) else None
+        if kind == "cancelled":
+            if session.turn is not None:
+                session.turn.cancel()
+            await anyio.lowlevel.checkpoint()  # raises: the turn's scope is cancelled
+            return Deny("the turn was cancelled")
+        option_id = outcome.get("optionId") if isinstance(outcome, dict) and kind == "selected" else None
+        chosen = next((option for option in options if option.option_id == option_id), None)
+        if chosen is None:
+            return Deny(f"the permission answer was not understood ({response!r:.80}); the call was not run")
+        if chosen.remember:
+            rule: Literal["allow", "reject"] = "allow" if chosen.kind == "allow_always" else "reject"
+            if chosen.project and rules.project is not None:
+                try:
+                    rules.project.add(rule, chosen.remember)
+                except OSError as error:
+                    _log.warning("could not keep the answer for the project: %s", error)
+            else:
+                for remembered in chosen.remember:
+                    session.record(PermissionAnswered(rule, remembered.to_json()))
+        if chosen.kind in ("allow_once", "allow_always"):
+            return Allow()
+        return Deny("the user declined this call; do not retry it unchanged")
+
+
+def _roots(execution: ToolExecution) -> tuple[str, ...]:
+    """The real paths of the session's folder and additional directories (the first is its cwd)."""
+    cwd = (execution.cwd,) if execution.cwd else ()
+    return tuple(os.path.realpath(root) for root in (*cwd, *execution.additional_directories))

@@ -1,0 +1,307 @@
+"""The tool calls of one model response, run to their end: the lifecycle editors expect.
+
+Each call is announced with ``tool_call`` before it runs (``pending`` while a person is asked,
+else ``in_progress``; a call whose card appeared while it streamed gets its full card as an
+update), shows its live terminal output while it runs, and gets one final
+``completed``/``failed`` update; on cancel every open call is closed as ``failed``. Everything
+is also written to the session log, from which ``session/load`` replays it through the same
+bridge functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from dsh_acp.acp._bridge import (
+    CallInfo,
+    announce_call,
+    attach_terminal,
+    cancelled_call,
+    finish_call,
+    output_chunk,
+)
+from dsh_acp.acp._updates import ToolCallStatus, card_details, tool_call_update
+from dsh_acp.models._model import ToolCallRequest
+from dsh_acp.session._events import ToolCalled, ToolCancelled, ToolContext, ToolFinished
+from dsh_acp.session._session import Session
+from dsh_tools import (
+    Allow,
+    Ask,
+    Deny,
+    DiffCallView,
+    PlanView,
+    ProgressEvent,
+    TerminalAttached,
+    TextBlock,
+    ToolErrorInfo,
+    ToolExecution,
+    ToolExecutionResult,
+)
+
+from ._coalesce import OutputCoalescer
+from ._loop_settings import LoopSettings
+from ._streaming_cards import StreamingCards
+from ._tool_output import Printed, model_content
+from ._toolcalls import parse_arguments
+
+__all__ = ["CUT_OFF_TEXT", "ToolStep", "view_json"]
+
+CUT_OFF_TEXT = (
+    "the response reached the model's output limit before this call was complete, so it was "
+    "not run; make the call again, with shorter arguments if they were long"
+)
+
+
+@dataclass(eq=False)
+class _Call:
+    info: CallInfo
+    announced: bool = False
+    finished: bool = False
+    output: OutputCoalescer | None = None
+    answered: bool = False
+    """Whether the call's result (or its cancellation) was logged."""
+    recorded: bool = False
+    rejected: str | None = None
+    """Why the call cannot run (its arguments are too deep or too big): it fails unannounced to
+    its tool."""
+    attached: str | None = None
+    """The client's own terminal the command runs in (``terminal/create``), if any."""
+    printed: Printed | None = None
+
+    @property
+    def is_plan(self) -> bool:
+        return isinstance(self.info.view, PlanView)
+
+
+def view_json(view: Any) -> Any:
+    """A render intent as plain JSON for the session log (``None`` stays ``None``)."""
+    return None if view is None else view.model_dump(mode="json")
+
+
+class ToolStep:
+    """Runs the tool calls of a turn's model responses, one step at a time (``run``), and
+    closes what is open when the turn is cancelled (``close_open_calls``)."""
+
+    def __init__(self, session: Session, settings: LoopSettings, streaming: StreamingCards) -> None:
+        self.session = session
+        self.settings = settings
+        self._streaming = streaming
+        self._calls: dict[str, _Call] = {}
+        self._step: list[_Call] = []
+        self._group: TaskGroup | None = None
+
+    async def run(self, requests: Sequence[ToolCallRequest]) -> None:
+        """Run the calls of one model response (those that can run), each card to its end."""
+        session = self.session
+        executions = []
+        rejected = []
+        self._step = []
+        for request in requests:
+            arguments, problem = parse_arguments(request.arguments)
+            if request.cut_off:
+                problem = CUT_OFF_TEXT
+            definition = session.registry.get(request.name)
+            view = definition.call_view(arguments) if definition and problem is None else None
+            info = CallInfo(
+                call_id=request.id,
+                name=request.name,
+                arguments=arguments,
+                view=view,
+                kind=definition.kind if definition else "other",
+            )
+            call = _Call(info, rejected=problem)
+            self._calls[request.id] = call
+            self._step.append(call)
+            if problem is not None:
+                rejected.append(call)
+                continue
+            executions.append(
+                ToolExecution(
+                    call_id=request.id,
+                    name=request.name,
+                    arguments=arguments,
+                    cwd=session.cwd,
+                    session_id=session.session_id,
+                    additional_directories=session.additional_directories,
+                    services=session.services,
+                    progress=self._progress_sink(call),
+                    approver=self._approve,
+                    on_dispatch=self._dispatched,
+                )
+            )
+        for call in rejected:  # the whole step was checked first: these fail before any call runs
+            await self._finished(_rejection(call))
+        async with anyio.create_task_group() as group:
+            self._group = group
+            results = await session.registry.execute_many(executions, on_result=self._finished)
+            group.cancel_scope.cancel()  # only coalescer timers remain, and they have flushed
+        self._group = None
+        self._settle_step()
+        context = [result.additional_context for result in results if result.additional_context]
+        if context:
+            text = "\n\n".join(context)
+            session.record(ToolContext(text))
+
+    def _settle_step(self) -> None:
+        """Close the step: a call that has no result (the turn was cancelled) is logged as
+        cancelled, so the step's results join the conversation (``SessionState.apply``) and it
+        stays well formed."""
+        for call in self._step:
+            self._record_call(call)
+            if not call.answered:
+                call.answered = True
+                self.session.record(ToolCancelled(call.info.call_id))
+        self._step = []
+
+    def _record_call(self, call: _Call) -> bool:
+        """Log a call when the editor first hears of it, so a replay keeps the live order; False
+        if the log could not be written."""
+        if call.recorded:
+            return True
+        call.recorded = True
+        info = call.info
+        return self.session.record(
+            ToolCalled(
+                info.call_id,
+                info.name,
+                info.arguments,
+                info.kind,
+                view_json(info.view),
+                info.notice,
+                info.cwd,
+            )
+        )
+
+    async def _announce(self, call: _Call, status: ToolCallStatus) -> None:
+        if not self._record_call(call):
+            return  # the log failed and the turn is stopping: the editor never hears of the call
+        call.announced = True
+        early = self._streaming.take(call.info.call_id)
+        if call.is_plan:
+            return  # a plan is shown as the session's plan, not as a tool card
+        card = announce_call(call.info, status, self.session.render)
+        # A card that exists since the call began streaming gets its details as an update.
+        await self.session.send(card_details(card) if early else card)
+
+    async def _dispatched(self, execution: ToolExecution) -> None:
+        call = self._calls[execution.call_id]
+        if not call.announced:
+            await self._announce(call, "in_progress")
+        elif not call.is_plan:
+            await self.session.send(tool_call_update(call.info.call_id, "in_progress"))
+
+    def _progress_sink(self, call: _Call) -> Callable[[ProgressEvent], Any]:
+        render = self.session.render
+
+        async def sink(event: ProgressEvent) -> None:
+            if isinstance(event, TerminalAttached):
+                call.attached = event.terminal_id
+                if call.announced and not call.is_plan:
+                    await self.session.send(attach_terminal(call.info, event.terminal_id))
+                return
+            if call.output is None:
+                if render.terminal_key is None or not call.info.is_terminal:
+                    # A client without live output gets it once, at the end (or, if the call
+                    # is cancelled, what was printed until then).
+                    if call.info.is_terminal:
+                        if call.printed is None:
+                            call.printed = Printed(render.fallback_head, render.fallback_tail)
+                        call.printed.feed(event.data)
+                    return
+                assert self._group is not None
+                call.output = OutputCoalescer(self._flusher(call), self.settings.coalesce, self._group)
+            await call.output.feed(event.data)
+
+        return sink
+
+    def _flusher(self, call: _Call) -> Callable[[str], Any]:
+        async def flush(data: str) -> None:
+            update = output_chunk(call.info, data, self.session.render)
+            if update is not None:
+                await self.session.send(update)
+
+        return flush
+
+    async def _finished(self, result: ToolExecutionResult) -> None:
+        session = self.session
+        call = self._calls[result.call_id]
+        if call.output is not None:
+            await call.output.aclose()
+        if not call.announced:
+            await self._announce(call, "pending")  # it never ran: refused before dispatch
+        definition = session.registry.get(call.info.name) if call.rejected is None else None
+        tool_result = result.as_tool_result()
+        view = definition.result_view(call.info.arguments, tool_result) if definition else None
+        content = model_content(result.content, self.settings.output_head, self.settings.output_tail)
+        error = None if result.error is None else {"name": result.error.name, "code": result.error.code}
+        logged = session.record(
+            ToolFinished(result.call_id, content, result.is_error, error, result.meta, view_json(view))
+        )
+        if not logged:
+            # The turn is stopping: the call closes as failed, as a reload of the log will show it.
+            return
+        call.answered = call.finished = True
+        updates = finish_call(
+            call.info, tool_result, view, session.render, streamed=_streamed(call), attached=call.attached
+        )
+        for update in updates:
+            await session.send(update)
+
+    async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
+        from ._asking import PermissionQuestion  # loaded with the first question, not at start-up
+
+        asking = PermissionQuestion(self.session, execution, ask)
+        answer = asking.remembered()
+        if answer is not None:
+            return answer
+        call = self._calls[execution.call_id]
+        view = call.info.view
+        if isinstance(view, DiffCallView) and not call.announced:
+            from ._whole_diffs import widened  # an approval of an edit, not start-up, loads it
+
+            view = await widened(view, self.session.cwd, execution.services)
+        question = asking.question
+        call.info = replace(call.info, view=view, notice=question.notice, cwd=question.cwd)
+        await self._announce(call, "pending")
+        return await asking.ask(call.info)
+
+    # -- cancellation ---------------------------------------------------------------------
+
+    async def close_open_calls(self) -> None:
+        """After a cancel: close every announced, unfinished call as ``failed``, and settle the
+        conversation so that every tool call of the interrupted step has a result."""
+        for call in self._calls.values():
+            if call.announced and not call.finished and not call.is_plan:
+                call.finished = True
+                if call.output is not None:
+                    await call.output.aclose()  # what the tool printed before the cancel still shows
+                updates = cancelled_call(
+                    call.info,
+                    self.session.render,
+                    streamed=_streamed(call),
+                    attached=call.attached,
+                    partial=call.printed.text() if call.printed is not None else None,
+                )
+                for update in updates:
+                    await self.session.send(update)
+        if self._step:
+            self._settle_step()
+
+
+def _rejection(call: _Call) -> ToolExecutionResult:
+    assert call.rejected is not None
+    return ToolExecutionResult(
+        call_id=call.info.call_id,
+        content=(TextBlock(text=f"Error: {call.rejected}"),),
+        is_error=True,
+        error=ToolErrorInfo(name="ToolArgsError", code="INVALID_ARGS"),
+    )
+
+
+def _streamed(call: _Call) -> bool:
+    return call.output is not None and call.output.flushed_any
