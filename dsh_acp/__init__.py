@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dsh_acp.cli._args import build_config
     from dsh_acp.cli._serve import serve, serve_stdio
     from dsh_acp.models._model import (
+        ARGUMENTS_SHOWN,
         AssistantMessage,
         ContextMessage,
         ContextOverflow,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         ModelRequest,
         ReasoningDelta,
         TextDelta,
+        ToolCallArguments,
         ToolCallRequest,
         ToolCallStart,
         ToolResultMessage,
@@ -63,6 +65,7 @@ _HOME = {
     "build_config": "dsh_acp.cli._args",
     "serve": "dsh_acp.cli._serve",
     "serve_stdio": "dsh_acp.cli._serve",
+    "ARGUMENTS_SHOWN": "dsh_acp.models._model",
     "AssistantMessage": "dsh_acp.models._model",
     "ContextMessage": "dsh_acp.models._model",
     "ContextOverflow": "dsh_acp.models._model",
@@ -76,6 +79,7 @@ _HOME = {
     "ModelRequest": "dsh_acp.models._model",
     "ReasoningDelta": "dsh_acp.models._model",
     "TextDelta": "dsh_acp.models._model",
+    "ToolCallArguments": "dsh_acp.models._model",
     "ToolCallRequest": "dsh_acp.models._model",
     "ToolCallStart": "dsh_acp.models._model",
     "ToolResultMessage": "dsh_acp.models._model",
@@ -90,6 +94,7 @@ _HOME = {
 """Each public name's home: the module that holds it."""
 
 __all__ = [
+    "ARGUMENTS_SHOWN",
     "AgentConfig",
     "AssistantMessage",
     "ConnectionClosed",
@@ -110,6 +115,7 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedModel",
     "TextDelta",
+    "ToolCallArguments",
     "ToolCallRequest",
     "ToolCallStart",
     "ToolResultMessage",

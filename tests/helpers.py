@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from dsh_acp._config import AgentConfig, ModelChoice, counter_ids
-from dsh_acp.models._model import ModelEvent, ModelRequest
-from dsh_acp.models._scripted import ScriptedModel
+from dsh_acp import AgentConfig, ModelChoice, ModelEvent, ModelRequest, ScriptedModel, counter_ids
 from dsh_tools import ToolDefinition
 
 

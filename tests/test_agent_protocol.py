@@ -9,8 +9,7 @@ import anyio
 import orjson
 import pytest
 
-from dsh_acp._config import AgentConfig
-from dsh_acp.rpc._connection import RpcError
+from dsh_acp import AgentConfig, RpcError
 from dsh_acp.testing import AcpClient, AcpSchema
 from helpers import scripted
 

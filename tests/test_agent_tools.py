@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh_acp.models._model import AssistantMessage, ContextMessage, ToolResultMessage
+from dsh_acp import AssistantMessage, ContextMessage, ToolResultMessage
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Accept,

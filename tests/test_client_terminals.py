@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 import reference_tools
-from dsh_acp.models._model import ToolResultMessage
+from dsh_acp import ToolResultMessage
 from dsh_acp.testing import AcpClient, AcpSchema
 from helpers import recorded
 from reference_tools.bash import bash_tools
@@ -182,7 +182,7 @@ async def test_a_client_that_fails_falls_back_to_local_with_one_log_line(
     config, models = recorded([steps], bash_tools())
 
     async def refuse(method: str, params: Any) -> Any:
-        from dsh_acp.rpc._connection import RpcError
+        from dsh_acp import RpcError
 
         raise RpcError(-32603, "no terminals here " + "x" * 2000)
 

@@ -10,10 +10,16 @@ from typing import Any
 import pytest
 from fake_openai import FakeOpenAI, chunk, llama_error, stream_reply
 
-from dsh_acp.cli._args import build_config
+from dsh_acp import (
+    AssistantMessage,
+    Message,
+    RpcError,
+    ToolCallRequest,
+    ToolResultMessage,
+    UserMessage,
+    build_config,
+)
 from dsh_acp.loop._compaction import choose_cut
-from dsh_acp.models._model import AssistantMessage, Message, ToolCallRequest, ToolResultMessage, UserMessage
-from dsh_acp.rpc._connection import RpcError
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import TextBlock
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fake_openai import FakeOpenAI, chunk, llama_error, stream_reply
 
-from dsh_acp.models._model import ContextOverflow, ModelRequest, Usage, UserMessage
+from dsh_acp import ContextOverflow, ModelRequest, Usage, UserMessage
 from dsh_acp.models._openai import OpenAIModel
 from dsh_acp.models._openai_server import ollama_window
 from dsh_acp.models._settings import ModelSettings, is_self_hosted

@@ -83,8 +83,9 @@ async def test_one_format_rule_for_the_disk_and_a_client(
 ) -> None:
     # The same table for both backends: an editor that serves its files byte for byte through
     # fs/read_text_file gets its line endings and BOM back as the disk does.
+    from dsh_acp import RpcError
     from dsh_acp.acp._client_fs import ClientFileSystem
-    from dsh_acp.rpc._connection import RESOURCE_NOT_FOUND, RpcError
+    from dsh_acp.rpc._connection import RESOURCE_NOT_FOUND
 
     target = tmp_path / "f.txt"
     path = str(target)

@@ -23,20 +23,20 @@ from fake_openai import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_acp.cli._args import build_config
-from dsh_acp.models._history import CANCELLED_TEXT, INTERRUPTED_TEXT, conversation
-from dsh_acp.models._model import (
+from dsh_acp import (
     AssistantMessage,
     ContextMessage,
     Message,
     ModelRequest,
+    RpcError,
     ToolCallRequest,
     ToolResultMessage,
     UserMessage,
+    build_config,
 )
+from dsh_acp.models._history import CANCELLED_TEXT, INTERRUPTED_TEXT, conversation
 from dsh_acp.models._openai_request import RequestEncoder, chat_request
 from dsh_acp.models._settings import ModelSettings
-from dsh_acp.rpc._connection import RpcError
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import TextBlock
 

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from fake_openai import FakeOpenAI, chunk, error_reply, stream_reply, tool_delta
 
-from dsh_acp.cli._args import build_config
-from dsh_acp.rpc._connection import RpcError
+from dsh_acp import RpcError, build_config
 from dsh_acp.testing import AcpClient, AcpSchema
 
 pytestmark = pytest.mark.anyio

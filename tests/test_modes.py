@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from dsh_acp import RpcError
 from dsh_acp.permissions._modes import PermissionState, mode_gate
-from dsh_acp.rpc._connection import RpcError
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Ask,

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from dsh_acp.models._model import ToolResultMessage
+from dsh_acp import ToolResultMessage
 from dsh_acp.rpc._framing import encode_message, json_bytes
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (

@@ -18,7 +18,7 @@ import anyio
 import pytest
 from fake_openai import FakeOpenAI, Reply, chunk, error_reply, sse, stream_reply, tool_delta
 
-from dsh_acp.models._model import (
+from dsh_acp import (
     ARGUMENTS_SHOWN,
     AssistantMessage,
     ContextMessage,

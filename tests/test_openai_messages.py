@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_acp.loop._prompt import system_prompt
-from dsh_acp.models._model import (
+from dsh_acp import (
     AssistantMessage,
     ContextMessage,
     Message,
@@ -21,6 +20,7 @@ from dsh_acp.models._model import (
     ToolResultMessage,
     UserMessage,
 )
+from dsh_acp.loop._prompt import system_prompt
 from dsh_acp.models._openai_request import chat_messages, chat_request
 from dsh_acp.models._openai_sse import SSEDecoder
 from dsh_acp.models._settings import ModelSettings

@@ -69,6 +69,7 @@ def test_private_modules_declare_all() -> None:
 # -- the curated surface of dsh_acp ------------------------------------------------------------
 
 DSH_ACP_ALL = [
+    "ARGUMENTS_SHOWN",
     "AgentConfig",
     "AssistantMessage",
     "ConnectionClosed",
@@ -89,6 +90,7 @@ DSH_ACP_ALL = [
     "ScriptExhausted",
     "ScriptedModel",
     "TextDelta",
+    "ToolCallArguments",
     "ToolCallRequest",
     "ToolCallStart",
     "ToolResultMessage",
@@ -118,6 +120,20 @@ def test_every_public_name_resolves_to_the_object_its_home_holds() -> None:
         assert value is getattr(home, name), name
     with pytest.raises(AttributeError, match="has no attribute 'Protocol'"):
         _ = dsh_acp.Protocol  # type: ignore[attr-defined]
+
+
+def test_the_model_seam_is_public_whole() -> None:
+    """A model author needs every event a response may stream, every message of the conversation
+    and every error a model raises: a new one added to the seam must be added here too."""
+    import typing
+
+    import dsh_acp
+    from dsh_acp.models import _model
+
+    seam = {*typing.get_args(_model.ModelEvent), *typing.get_args(_model.Message)}
+    seam |= {v for v in vars(_model).values() if isinstance(v, type) and issubclass(v, Exception)}
+    assert sorted(c.__name__ for c in seam if c.__name__ not in dsh_acp.__all__) == []
+    assert sorted(set(_model.__all__) - set(dsh_acp.__all__)) == []
 
 
 def test_the_kit_offers_the_public_config_and_error() -> None:
@@ -208,3 +224,56 @@ async def test_an_agent_runs_on_the_public_names_alone(acp_schema: AcpSchema, tm
             await client.request("session/prompt", {"sessionId": "nope", "prompt": []})
         assert info.value.code == -32002
     client.assert_valid()
+
+
+# -- the tests and examples use the public names -----------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PRIVATE_ON_PURPOSE = {
+    "tests/test_connection.py": {"dsh_acp.rpc._connection"},
+}
+"""Tests of a private unit that take its public names from the unit itself, beside its internals."""
+
+
+def _imports_from(path: Path) -> list[tuple[int, str, str]]:
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [(node.lineno, node.module, alias.name) for alias in node.names]
+    return found
+
+
+def _same(module: str, name: str) -> bool:
+    """Whether ``module``'s ``name`` is the object ``dsh_acp`` offers (not a namesake)."""
+    return getattr(importlib.import_module(module), name, None) is getattr(dsh_acp, name)
+
+
+def test_tests_and_examples_take_public_names_from_dsh_acp() -> None:
+    """A private import of a name ``dsh_acp`` offers would make the public surface untested."""
+    offered = set(DSH_ACP_ALL)
+    misses = []
+    files = [*ROOT.glob("tests/**/*.py"), *ROOT.glob("examples/**/*.py"), ROOT / "conftest.py"]
+    for path in files:
+        if "node_modules" in path.parts:
+            continue
+        where = path.relative_to(ROOT).as_posix()
+        for line, module, name in _imports_from(path):
+            private = module.startswith("dsh_acp.") and "._" in module
+            private = private and module not in PRIVATE_ON_PURPOSE.get(where, ())
+            if private and name in offered and _same(module, name):
+                misses.append(f"{where}:{line}: from {module} import {name}")
+    assert misses == []
+
+
+def test_examples_import_no_private_module() -> None:
+    """The examples are what a tool author copies: only ``dsh_tools``, ``dsh_acp`` and
+    ``dsh_acp.testing`` (with its pytest plugin)."""
+    misses = []
+    for path in ROOT.glob("examples/**/*.py"):
+        for line, module, _name in _imports_from(path):
+            if module != "__future__" and any(part.startswith("_") for part in module.split(".")):
+                misses.append(f"{path.relative_to(ROOT)}:{line}: {module}")
+    assert misses == []

@@ -22,9 +22,15 @@ import anyio
 import orjson
 import pytest
 
-from dsh_acp._config import ModelChoice
-from dsh_acp.models._model import AssistantMessage, ContextMessage, Message, ToolResultMessage, UserMessage
-from dsh_acp.models._scripted import ScriptedModel
+from dsh_acp import (
+    AssistantMessage,
+    ContextMessage,
+    Message,
+    ModelChoice,
+    ScriptedModel,
+    ToolResultMessage,
+    UserMessage,
+)
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Accept,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dsh_acp.rpc._connection import RpcError
+from dsh_acp import RpcError
 from dsh_acp.session._events import UserPrompt
 from dsh_acp.session._store import Redactor, SessionBusy, SessionStore
 from dsh_acp.testing import AcpClient, AcpSchema

@@ -35,8 +35,7 @@ NOT_BEFORE_INITIALIZE = (
 
 PROGRAM = """
 import sys
-from dsh_acp.cli._args import build_config
-from dsh_acp.cli._serve import serve_stdio
+from dsh_acp import build_config, serve_stdio
 from dsh_acp.rpc._stdio import protocol_stdio
 build_config(sys.argv[1:])
 print(" ".join(sorted(sys.modules)))
@@ -63,8 +62,7 @@ def test_the_path_to_initialize_imports_none_of_the_heavy_parts(tmp_path: Path) 
 IDLE_PROGRAM = """
 import os, sys
 import anyio, orjson
-from dsh_acp.cli._args import build_config
-from dsh_acp.cli._serve import serve
+from dsh_acp import build_config, serve
 from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
 
 config = build_config(sys.argv[1:])

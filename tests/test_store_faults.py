@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from dsh_acp.rpc._connection import RpcError
+from dsh_acp import RpcError
 from dsh_acp.session import _store
 from dsh_acp.session._events import ModeChanged, TurnStopped, UserPrompt, event_json
 from dsh_acp.session._store import SessionBusy, SessionStore

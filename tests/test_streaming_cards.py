@@ -12,9 +12,16 @@ import anyio
 import pytest
 from fake_openai import FakeOpenAI, chunk, stream_reply, tool_delta
 
+from dsh_acp import (
+    Finish,
+    ModelRequest,
+    ScriptedModel,
+    ScriptError,
+    ToolCallArguments,
+    ToolCallRequest,
+    ToolCallStart,
+)
 from dsh_acp.loop._streaming_cards import preview_title
-from dsh_acp.models._model import Finish, ModelRequest, ToolCallArguments, ToolCallRequest, ToolCallStart
-from dsh_acp.models._scripted import ScriptedModel, ScriptError
 from dsh_acp.testing import AcpClient, AcpSchema, Normalizer, golden_diff
 from dsh_tools import GenericCallView, ToolDefinition, text
 from reference_tools.ask import ask_user_tool
