@@ -13,6 +13,7 @@ client carries its output in ``_meta`` and never ``content`` (which would wipe t
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -106,6 +107,10 @@ class CallInfo:
 _ABS_PATH = re.compile(r"(?<![\w.~/-])/[^\s'\"`()\[\]{}<>,;:]*")
 
 
+# Titles and paths repeat across a session's cards (the same file read, edited, read again), and a
+# long session's replay draws every card again: the two pure string functions keep their last
+# answers (bounded, so a session of many distinct paths costs a miss, never memory).
+@functools.lru_cache(maxsize=1024)
 def relativize_title(title: str, cwd: str) -> str:
     """Show absolute paths inside ``cwd`` relative to it; anything else stays as it is.
 
@@ -150,6 +155,7 @@ def _content(blocks: Iterable[ContentBlock]) -> list[WireBlock]:
     return [{"type": "content", "content": wire_block(block)} for block in blocks]
 
 
+@functools.lru_cache(maxsize=1024)
 def absolute(path: str, cwd: str) -> str:
     """A view's path as the wire wants it: absolute, a relative one resolved against the
     session cwd (a presenter sees only the arguments, which may be relative)."""
@@ -204,7 +210,7 @@ def raw_input(info: CallInfo, presented: Any = None) -> dict[str, Any]:
     non-object value under ``"input"``.
     """
     for value in (presented, info.arguments):
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):  # the ABC check is slow; JSON is dicts
             return dict(value)
     if presented is not None:
         return {"input": presented}

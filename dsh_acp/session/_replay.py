@@ -81,19 +81,13 @@ def _logged_view(raw: dict[str, Any] | None, result: bool = False) -> Any:
         return None
 
 
-def _is_plan(view: Any) -> bool:
-    from dsh_tools import PlanView
-
-    return isinstance(view, PlanView)
-
-
 class _Call:
     __slots__ = ("definition", "info", "plan")
 
-    def __init__(self, info: CallInfo, definition: ToolDefinition | None) -> None:
+    def __init__(self, info: CallInfo, definition: ToolDefinition | None, plan: bool) -> None:
         self.info = info
         self.definition = definition
-        self.plan = _is_plan(info.view) if info.view is not None else False
+        self.plan = plan
 
 
 def replay_updates(
@@ -101,6 +95,10 @@ def replay_updates(
 ) -> Iterator[SessionUpdate]:
     """The updates that replay ``events`` to a client with ``render``; ``tools`` present the calls
     of tools they have (without it, every card comes from the log)."""
+    # Imported once per replay, not once per event (an import statement costs as much as a
+    # small event's whole replay).
+    from dsh_tools import PlanView, ToolResult
+
     calls: dict[str, _Call] = {}
     open_calls: dict[str, CallInfo] = {}
     lookup = tools.get if tools is not None else None
@@ -124,7 +122,7 @@ def replay_updates(
                 notice=event.notice,
                 cwd=event.cwd,
             )
-            call = calls[event.call_id] = _Call(info, definition)
+            call = calls[event.call_id] = _Call(info, definition, isinstance(view, PlanView))
             if call.plan:
                 continue
             open_calls[event.call_id] = info
@@ -135,8 +133,6 @@ def replay_updates(
             if found is None:
                 continue
             open_calls.pop(event.call_id, None)
-            from dsh_tools import ToolResult
-
             result = ToolResult(content=event.content, is_error=event.is_error, meta=event.meta)
             if event.view is None:
                 result_view = None
@@ -155,7 +151,7 @@ def replay_updates(
                 yield from cancelled_call(found.info, render)
                 continue
             from dsh_acp.models._history import CANCELLED_TEXT
-            from dsh_tools import TextBlock, ToolResult
+            from dsh_tools import TextBlock
 
             cancelled = ToolResult(content=(TextBlock(text=CANCELLED_TEXT),), is_error=True)
             yield from finish_call(found.info, cancelled, None, render, streamed=False)
