@@ -332,3 +332,38 @@ async def test_the_reasoning_effort_picker_for_models_that_take_it(
             )
         current = {o["id"]: o["currentValue"] for o in resumed["configOptions"]}
         assert current["reasoning_effort"] == "high"  # kept with the session
+
+
+async def test_a_cost_without_a_window_is_logged_and_survives_a_reload(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    """A request whose usage says nothing of the model's window shows no meter, but its price is
+    the session's: the log keeps it, so a reloaded session's next meter counts it."""
+    replies = [
+        stream_reply(chunk("Hi."), chunk(finish="stop"), chunk(choices=False, usage=(1000, 100))),
+        stream_reply(chunk("Hi."), chunk(finish="stop")),  # the title
+        stream_reply(chunk("Again."), chunk(finish="stop"), chunk(choices=False, usage=(2000, 100))),
+    ]
+    async with FakeOpenAI(replies) as server:
+        config_dir = tmp_path / "config" / "dsh-acp"
+        config_dir.mkdir(parents=True)
+        config = config_dir / "config.toml"
+        config.write_text('[models."gpt-3.5-turbo"]\nprice_provider = "openai"\n')  # no window known
+        state = str(tmp_path / "s")
+        args = ["--model", "openai:gpt-3.5-turbo", "--base-url", server.base_url, "--state-dir", state]
+        env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "DSH_API_KEY": ""}
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            await client.prompt(sid, "hi")
+            await client.wait_for(lambda _: bool(client.updates(sid, ["session_info_update"])))
+            assert client.updates(sid, ["usage_update"]) == []  # no window: no meter
+        config.write_text('[models."gpt-3.5-turbo"]\ncontext_window = 16385\nprice_provider = "openai"\n')
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize()
+            await client.request("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []})
+            await client.prompt(sid, "again")
+            (meter,) = client.updates(sid, ["usage_update"])
+        client.assert_valid()
+    # gpt-3.5-turbo: $0.50 per million input tokens, $1.50 per million output: both requests count.
+    assert meter["cost"] == {"amount": pytest.approx(0.00065 + 0.00115), "currency": "USD"}

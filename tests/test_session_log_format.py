@@ -297,3 +297,26 @@ async def _write_fixtures() -> None:
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write-format-1"]:
     anyio.run(_write_fixtures)
+
+
+def test_a_cost_event_reads_back_and_a_bad_one_is_skipped(tmp_path: Path) -> None:
+    from dsh_acp.session._event_lines import event_json
+    from dsh_acp.session._events import CostReported, UserPrompt
+    from dsh_acp.session._state import SessionState
+    from dsh_acp.session._store import SessionStore
+
+    store = SessionStore(tmp_path, clock=lambda: "T")
+    log = store.create("s1", "/w", [])
+    log.append(UserPrompt(()))
+    log.append(CostReported("0.0123"))
+    log.close()
+    assert event_json(CostReported("0.0123")) == {"type": "cost", "cost": "0.0123"}
+    with open(log.path, "ab") as handle:
+        handle.write(b'{"type": "cost", "cost": "a lot"}\n')
+    loaded = store.load("s1")
+    assert loaded.events[1:] == [CostReported("0.0123")]
+    assert loaded.skipped == ["line 4 (not a complete event)"]
+    state = SessionState()
+    state.apply_all(loaded.events)
+    assert str(state.cost) == "0.0123"
+    store.close()

@@ -22,7 +22,8 @@ import pytest
 
 from dsh_acp import RpcError
 from dsh_acp.session import _store
-from dsh_acp.session._events import ModeChanged, TurnStopped, UserPrompt, event_json
+from dsh_acp.session._event_lines import event_json
+from dsh_acp.session._events import ModeChanged, TurnStopped, UserPrompt
 from dsh_acp.session._store import SessionBusy, SessionStore
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import define_tool

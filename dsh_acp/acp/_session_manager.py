@@ -7,10 +7,11 @@ session store and the project instructions.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig, ModelChoice
@@ -24,8 +25,10 @@ from dsh_acp.rpc._connection import (
     RpcError,
     invalid_params,
 )
+from dsh_acp.session._events import ConfigChanged, SessionEvent
+from dsh_acp.session._memory import collector_paused, release_freed_memory
 from dsh_acp.session._session import Session, SessionIO
-from dsh_acp.session._store import LoadedSession, Redactor, SessionBusy, SessionStore
+from dsh_acp.session._store import Redactor, SessionBusy, SessionStore
 from dsh_tools import Services, SessionTasks, ToolRegistry
 
 from ._client_profile import ClientProfile
@@ -36,10 +39,16 @@ from ._updates import agent_message, notice
 if TYPE_CHECKING:
     from ._wire import LoadSessionParams
 
-__all__ = ["SESSIONS_PAGE", "SessionManager", "not_found"]
+__all__ = ["SESSIONS_PAGE", "Replay", "SessionManager", "not_found"]
 
 SESSIONS_PAGE = 50
 """Sessions per ``session/list`` page."""
+
+
+Replay = Callable[[Session, Iterable[SessionEvent]], Awaitable[None]]
+"""What a load does with a session's logged events as they are read (sends them to the editor)."""
+Restored = tuple[Session, list[str], list[str]]
+"""A reopened session, the lines of its log that were skipped, the MCP servers that failed."""
 
 
 def not_found(session_id: str) -> RpcError:
@@ -219,28 +228,45 @@ class SessionManager:
         self.sessions[session.session_id] = session
         return session, failures
 
-    async def restore(self, parsed: LoadSessionParams) -> tuple[Session, LoadedSession, list[str]]:
-        """A stored session reopened (or the one already open here), what its log holds, and the
-        MCP servers that failed to start (a session already open keeps its servers)."""
+    async def restore(self, parsed: LoadSessionParams, replay: Replay | None = None) -> Restored:
+        """A stored session reopened (or the one already open here), the lines of its log that
+        could not be read, and the MCP servers that failed to start (a session already open keeps
+        its servers).
+
+        The log is read once: each event is applied to the session's state and handed to
+        ``replay`` (if given) in the same pass, so no list of every event is ever held. The
+        session is open here only once its state is the log's; if the replay is cut short (the
+        editor hung up) it is closed again."""
         assert self.store is not None
         self.require_key()
         try:
-            loaded = self.store.load(parsed.session_id)
+            stream = self.store.read(parsed.session_id)
         except KeyError:
             raise not_found(parsed.session_id) from None
         except ValueError as error:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
         session = self.sessions.get(parsed.session_id)
-        if session is not None:
-            return session, loaded, []
+        if session is not None:  # its state is already the log's: replayed, not applied again
+            if replay is not None:
+                with collector_paused():
+                    await replay(session, stream)
+            return session, stream.skipped, []
         session = self._make(parsed.session_id, parsed)
         try:
             session.log = self.store.open(parsed.session_id)
         except SessionBusy as error:
             raise invalid_params(str(error), "sessionId") from None
-        self._restore_state(session, loaded)
         try:
             failures = await self._connect_mcp(session)
+            built = session.model_id
+            with collector_paused():  # for as long as the load lasts (see collector_paused)
+                events = session.applying(stream)
+                if replay is not None:
+                    await replay(session, events)
+                else:
+                    for _ in events:
+                        pass
+            self._restore_model(session, built)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await session.aclose()
@@ -255,24 +281,30 @@ class SessionManager:
                 "will fail",
             ]
         self.sessions[session.session_id] = session
-        return session, loaded, failures
+        return session, stream.skipped, failures
 
-    def _restore_state(self, session: Session, loaded: LoadedSession) -> None:
-        """Apply the log's events to the reopened session (the reducer of the live run)."""
-        built = session.model_id
-        session.apply_all(loaded.events)
-        if session.model_id != built:
-            choice = self.choice(session.model_id)
-            if choice is not None and choice.id == session.model_id:
-                session.model = choice.build()
-            else:
-                session.model_id = built  # the logged model is no longer configured: the default
+    def _restore_model(self, session: Session, built: str | None) -> None:
+        """The model the log chose, if it is still configured; else the default one stays (the
+        reducer sets the id, as for every other change of the session's state)."""
+        if session.model_id == built:
+            return
+        choice = self.choice(session.model_id)
+        if choice is not None and choice.id == session.model_id:
+            session.model = choice.build()
+        else:  # not logged: if the model is configured again, the next load picks it again
+            session.apply(ConfigChanged(model_id=built))
 
     def after_answer(
-        self, session: Session, failures: Sequence[str], skipped: Sequence[str] = ()
+        self,
+        session: Session,
+        failures: Sequence[str],
+        skipped: Sequence[str] = (),
+        *,
+        restored: bool = False,
     ) -> Callable[[], Awaitable[None]]:
         """What follows a session's answer: its commands, why any MCP server is missing, and which
-        lines of its log could not be read (told, not logged: the next load tells it again)."""
+        lines of its log could not be read (told, not logged: the next load tells it again). After
+        a ``restored`` session's answer, what its load freed goes back to the system."""
 
         async def send() -> None:
             await session.send(available_commands())
@@ -289,7 +321,13 @@ class SessionManager:
                     return
                 await session.send(agent_message(text, self.config.message_ids()))
 
-        return send
+        async def send_and_release() -> None:
+            await send()
+            # One turn of the loop first: the replay's last lines leave the write buffers.
+            await anyio.lowlevel.checkpoint()
+            release_freed_memory()
+
+        return send_and_release if restored else send
 
     # -- ending one ---------------------------------------------------------------------------
 

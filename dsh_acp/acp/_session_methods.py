@@ -6,7 +6,7 @@ Also the composition root of that half of the agent: what the handlers share is 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,9 @@ from ._session_manager import SessionManager
 from ._session_params import SessionWhere, new_session_params
 
 if TYPE_CHECKING:
+    from dsh_acp.session._events import SessionEvent
+    from dsh_acp.session._session import Session
+
     from ._prompt_runner import PromptRunner
 
 # The prompt runner (the agent loop, the bridge, the tools) and the pydantic models of the other
@@ -161,30 +164,21 @@ class SessionMethods:
 
     async def load_session(self, params: Any) -> Answer:
         """Reopen a stored session and replay it to the editor, then answer."""
-        from dsh_acp.session._replay import replay_updates
-
         from ._wire import LoadSessionParams, parse_params
 
         parsed = parse_params(LoadSessionParams, params)
-        session, loaded, failures = await self.sessions.restore(parsed)
-        from dsh_acp.session._events import collector_paused
-
-        with collector_paused():  # for as long as the replay lasts (see collector_paused)
-            for update in replay_updates(loaded.events, session.render, session.registry):
-                await session.send(update)
-        return Reply(
-            self.pickers.answer(session), self.sessions.after_answer(session, failures, loaded.skipped)
-        )
+        session, skipped, failures = await self.sessions.restore(parsed, _replay)
+        after = self.sessions.after_answer(session, failures, skipped, restored=True)
+        return Reply(self.pickers.answer(session), after)
 
     async def resume_session(self, params: Any) -> Answer:
         """Reopen a stored session without replaying it (the editor still shows it)."""
         from ._wire import ResumeSessionParams, parse_params
 
         parsed = parse_params(ResumeSessionParams, params)
-        session, loaded, failures = await self.sessions.restore(parsed)
-        return Reply(
-            self.pickers.answer(session), self.sessions.after_answer(session, failures, loaded.skipped)
-        )
+        session, skipped, failures = await self.sessions.restore(parsed)
+        after = self.sessions.after_answer(session, failures, skipped, restored=True)
+        return Reply(self.pickers.answer(session), after)
 
     async def list_sessions(self, params: Any) -> Answer:
         from ._wire import ListSessionsParams, parse_params
@@ -229,6 +223,15 @@ class SessionMethods:
         from ._wire import PromptParams, parse_params
 
         return self.prompts.start(parse_params(PromptParams, params))
+
+
+async def _replay(session: Session, events: Iterable[SessionEvent]) -> None:
+    """Send the editor the updates that replay ``events``, each as it is made."""
+    from dsh_acp.session._replay import replay_updates
+
+    send = session.send
+    for update in replay_updates(events, session.render, session.registry):
+        await send(update)
 
 
 METHODS: dict[str, Method] = {

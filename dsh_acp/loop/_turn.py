@@ -41,7 +41,7 @@ from dsh_acp.models._model import (
     Usage,
     UserMessage,
 )
-from dsh_acp.session._events import AssistantReply, Compacted, UsageReported
+from dsh_acp.session._events import AssistantReply, Compacted, CostReported, UsageReported
 from dsh_acp.session._session import Session
 from dsh_tools import TextBlock, bound_text
 
@@ -349,7 +349,8 @@ class TurnRunner:
             if cost is not None:
                 total = (total or 0) + cost
         if not usage.context_window:
-            session.cost = total  # nothing to log: the next usage logged carries the cost
+            if total is not None and total != session.cost:
+                session.record(CostReported(str(total)))  # no usage to carry it: the cost alone
             return
         session.record(UsageReported(usage.used, usage.context_window, None if total is None else str(total)))
         price = float(session.cost) if session.cost is not None else None

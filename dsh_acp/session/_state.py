@@ -30,6 +30,7 @@ from ._events import (
     AssistantReply,
     Compacted,
     ConfigChanged,
+    CostReported,
     ModeChanged,
     PermissionAnswered,
     PermissionRemoved,
@@ -42,11 +43,11 @@ from ._events import (
     TurnStopped,
     UsageReported,
     UserPrompt,
-    collector_paused,
 )
+from ._memory import collector_paused
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Iterator
 
 __all__ = ["SessionState", "cancelled_result"]
 
@@ -115,6 +116,9 @@ class SessionState:
             assert isinstance(event, UsageReported)
             if event.cost is not None:
                 self.cost = Decimal(event.cost)
+        elif kind is CostReported:
+            assert isinstance(event, CostReported)
+            self.cost = Decimal(event.cost)
         elif kind is ConfigChanged:
             assert isinstance(event, ConfigChanged)
             if event.model_id is not None:
@@ -143,10 +147,17 @@ class SessionState:
 
     def apply_all(self, events: Iterable[SessionEvent]) -> None:
         """Apply a log's events in order, then settle its last step (the agent may have died)."""
-        apply = self.apply
         with collector_paused():
-            for event in events:
-                apply(event)
+            for _ in self.applying(events):
+                pass
+
+    def applying(self, events: Iterable[SessionEvent]) -> Iterator[SessionEvent]:
+        """The log's events, each applied as it passes (a load replays them in the same pass);
+        the last step is settled once they are all through."""
+        apply = self.apply
+        for event in events:
+            apply(event)
+            yield event
         self.settle()
 
     def _result(self, event: ToolFinished | ToolCancelled) -> None:

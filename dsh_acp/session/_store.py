@@ -28,7 +28,7 @@ import os
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -40,21 +40,16 @@ from dsh_acp.rpc._framing import json_bytes
 from dsh_tools import KnownSecrets, secret_values
 
 from ._claims import Claims, SessionBusy
-from ._events import (
-    FORMAT_VERSION,
-    READABLE_VERSIONS,
-    BadEvent,
-    SessionEvent,
-    TitleSet,
-    TurnStopped,
-    collector_paused,
-    event_json,
-    parse_event,
-)
+from ._event_lines import event_json
+from ._events import FORMAT_VERSION, SessionEvent, TitleSet, TurnStopped
+from ._listing import Listing
+from ._memory import collector_paused
+from ._reading import LoadedSession, LogStream, check_header, header_of
 
 __all__ = [
     "FORMAT_VERSION",
     "LoadedSession",
+    "LogStream",
     "Redactor",
     "SessionBusy",
     "SessionLog",
@@ -129,24 +124,6 @@ class StoredSession:
     additional_directories: list[str]
     title: str | None
     updated_at: str
-
-
-@dataclass
-class LoadedSession:
-    """A session's header and events, read back from its log."""
-
-    header: dict[str, Any]
-    events: list[SessionEvent] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    """The lines that could not be read, described (``line 12 (the last, torn by a crash?)``)."""
-
-    @property
-    def session_id(self) -> str:
-        return str(self.header["session_id"])
-
-    @property
-    def cwd(self) -> str:
-        return str(self.header["cwd"])
 
 
 class SessionLog:
@@ -372,17 +349,18 @@ class SessionStore:
         except OSError:
             pass  # none was written, or it goes with the folder
 
-    def load(self, session_id: str) -> LoadedSession:
-        """Read a session back; ``KeyError`` if there is none, ``ValueError`` for an unknown format,
-        ``StoreError`` if it cannot be read."""
+    def read(self, session_id: str) -> LogStream:
+        """A session's log to read back, event by event; ``KeyError`` if there is none,
+        ``ValueError`` for an unknown format, ``StoreError`` if it cannot be read."""
         path = self._path(session_id)
-        data = self._read(session_id, path)
-        header, events, skipped = _events_of(data)
-        for where in skipped:
-            _log.warning("session log %s: skipped %s: not readable", os.path.basename(path), where)
-        _check_header(session_id, header)
-        assert header is not None
-        return LoadedSession(header, events, skipped)
+        return LogStream(session_id, os.path.basename(path), self._read(session_id, path))
+
+    def load(self, session_id: str) -> LoadedSession:
+        """A session's header and all its events (``read`` gives them one at a time)."""
+        stream = self.read(session_id)
+        with collector_paused():
+            events = list(stream)
+        return LoadedSession(stream.header, events, stream.skipped)
 
     def _read(self, session_id: str, path: str, offset: int = 0) -> bytes:
         try:
@@ -435,8 +413,8 @@ class SessionStore:
             return listing
         if listing is None or listing.size > size:
             data = self._read(session_id, path)
-            header, records = _header_of(data)
-            _check_header(session_id, header)
+            header, records = header_of(data)
+            check_header(session_id, header)
             assert header is not None
             listing = Listing(
                 str(header["cwd"]),
@@ -482,120 +460,3 @@ class SessionStore:
             )
         found.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
         return found
-
-
-@dataclass(slots=True)
-class Listing:
-    """What ``session/list`` shows of one session, and the log length it describes."""
-
-    cwd: str
-    additional_directories: list[str]
-    title: str | None
-    updated_at: str
-    size: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cwd": self.cwd,
-            "additional_directories": self.additional_directories,
-            "title": self.title,
-            "updated_at": self.updated_at,
-            "size": self.size,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Listing:
-        title, size = data["title"], data["size"]
-        if not isinstance(data["cwd"], str) or not (title is None or isinstance(title, str)):
-            raise TypeError("not a listing")
-        if not isinstance(size, int) or not isinstance(data["updated_at"], str):
-            raise TypeError("not a listing")
-        directories = [d for d in data["additional_directories"] if isinstance(d, str)]
-        return cls(data["cwd"], directories, title, data["updated_at"], size)
-
-    def catch_up(self, data: bytes) -> None:
-        """Take in the lines of ``data`` (what the log gained): titles and the last time."""
-        for line in data.split(b"\n"):
-            if b'"title"' not in line and b'"ts"' not in line:
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if not isinstance(record, dict):
-                continue
-            if record.get("type") == "title" and isinstance(record.get("title"), str) and record["title"]:
-                self.title = record["title"]
-            if isinstance(record.get("ts"), str):
-                self.updated_at = record["ts"]
-
-
-def _check_header(session_id: str, header: dict[str, Any] | None) -> None:
-    if header is None or header.get("type") != "session":
-        raise ValueError(f"session {session_id}: the log has no header")
-    if header.get("version") not in READABLE_VERSIONS:
-        raise ValueError(
-            f"session {session_id}: log format {header.get('version')!r} is not supported "
-            f"(this dsh-acp reads formats {', '.join(map(str, READABLE_VERSIONS))})"
-        )
-
-
-def _header_of(data: bytes) -> tuple[dict[str, Any] | None, bytes]:
-    """The header of a log (its first line that is a JSON object), and the bytes after it."""
-    offset = 0
-    while offset < len(data):
-        end = data.find(b"\n", offset)
-        end = len(data) if end < 0 else end
-        line = data[offset:end]
-        offset = end + 1
-        if not line.strip():
-            continue
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            return record, data[offset:]
-    return None, b""
-
-
-def _events_of(data: bytes) -> tuple[dict[str, Any] | None, list[SessionEvent], list[str]]:
-    """The header of a log, its events, and the lines that could not be read, described."""
-    header: dict[str, Any] | None = None
-    events: list[SessionEvent] = []
-    skipped: list[str] = []
-    loads, parse, append, find = orjson.loads, parse_event, events.append, data.find
-    end = len(data.rstrip(b"\n"))  # the final line ends here (after it, only newlines)
-    start, number = 0, 0
-    with collector_paused():
-        # One line at a time, never all of them at once: a list of every line would be as large
-        # as the log, and freed around the events it leaves behind (memory the agent keeps).
-        while start < len(data):
-            stop = find(b"\n", start)
-            if stop < 0:
-                stop = len(data)
-            number += 1
-            line = data[start:stop]
-            start = stop + 1
-            if not line or line.isspace():
-                continue
-            try:
-                record = loads(line)
-            except orjson.JSONDecodeError:
-                torn = stop >= end
-                skipped.append(f"line {number}" + (" (the last, torn by a crash?)" if torn else ""))
-                continue
-            if type(record) is not dict:
-                continue
-            if header is None:
-                header = record
-                continue
-            try:
-                event = parse(record)
-            except BadEvent as error:
-                _log.warning("session log: line %d: %s", number, error)
-                skipped.append(f"line {number} (not a complete event)")
-                continue
-            if event is not None:
-                append(event)
-    return header, events, skipped

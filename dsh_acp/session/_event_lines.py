@@ -1,0 +1,356 @@
+"""A session event's JSON line: ``event_json`` writes it, ``parse_event`` reads it back.
+
+Reading is built for logs of 100,000 events: no validation library on the way (pydantic is only
+met for content blocks other than text and, on replay, for the logged view of a tool that is no
+longer registered); a line that does not have its event's fields is skipped like a torn one.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any, Final
+
+from dsh_acp.models._model import ToolCallRequest
+
+from ._events import (
+    AssistantReply,
+    Compacted,
+    ConfigChanged,
+    CostReported,
+    ModeChanged,
+    PermissionAnswered,
+    PermissionRemoved,
+    Rule,
+    SessionEvent,
+    TitleSet,
+    ToolCalled,
+    ToolCancelled,
+    ToolContext,
+    ToolFinished,
+    TurnStopped,
+    UsageReported,
+    UserPrompt,
+)
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from dsh_tools import ContentBlock
+
+__all__ = ["BadEvent", "blocks_from_wire", "event_json", "parse_event"]
+
+_log = logging.getLogger("dsh_acp.events")
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def _wire(blocks: Iterable[ContentBlock]) -> list[dict[str, Any]]:
+    return [block.model_dump(by_alias=True, exclude_none=True, mode="json") for block in blocks]
+
+
+def event_json(event: SessionEvent) -> dict[str, Any]:
+    """The log line of ``event`` (the store adds its timestamp)."""
+    if type(event) is UserPrompt:
+        out: dict[str, Any] = {
+            "type": "user",
+            "content": _wire(event.content),
+            "message_id": event.message_id,
+        }
+        if event.command is not None:
+            out["command"] = event.command
+        if event.model_content is not None:
+            out["model_content"] = _wire(event.model_content)
+        return out
+    if type(event) is AssistantReply:
+        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in event.tool_calls]
+        if event.aside:
+            return {
+                "type": "assistant",
+                "text": event.text,
+                "text_id": event.text_id,
+                "tool_calls": calls,
+                "aside": True,
+            }
+        return {
+            "type": "assistant",
+            "text": event.text,
+            "reasoning": event.reasoning,
+            "text_id": event.text_id,
+            "thought_id": event.thought_id,
+            "tool_calls": calls,
+        }
+    if type(event) is ToolContext:
+        return {"type": "context", "text": event.text}
+    if type(event) is ToolCalled:
+        out = {
+            "type": "tool_call",
+            "call_id": event.call_id,
+            "name": event.name,
+            "arguments": event.arguments,
+            "kind": event.kind,
+            "view": event.view,
+        }
+        if event.notice:
+            out["notice"] = event.notice
+        if event.cwd:
+            out["cwd"] = event.cwd
+        return out
+    if type(event) is ToolFinished:
+        return {
+            "type": "tool_result",
+            "call_id": event.call_id,
+            "content": _wire(event.content),
+            "is_error": event.is_error,
+            "error": event.error,
+            "meta": event.meta,
+            "view": event.view,
+        }
+    if type(event) is ToolCancelled:
+        return {"type": "tool_cancelled", "call_id": event.call_id}
+    if type(event) is PermissionAnswered:
+        return {"type": "permission", "rule": event.rule, "match": event.match}
+    if type(event) is PermissionRemoved:
+        return {"type": "permission_removed", "rule": event.rule, "match": event.match}
+    if type(event) is ModeChanged:
+        return {"type": "mode", "mode_id": event.mode_id}
+    if type(event) is ConfigChanged:
+        out = {"type": "config"}
+        if event.model_id is not None:
+            out["model_id"] = event.model_id
+        if event.show_reasoning is not None:
+            out["show_reasoning"] = event.show_reasoning
+        if event.reasoning_effort is not None:
+            out["reasoning_effort"] = event.reasoning_effort
+        return out
+    if type(event) is Compacted:
+        return {
+            "type": "compact",
+            "summary": event.summary,
+            "text_id": event.text_id,
+            "compaction_id": event.compaction_id,
+            "kept": event.kept,
+        }
+    if type(event) is UsageReported:
+        out = {"type": "usage", "used": event.used, "size": event.size}
+        if event.cost is not None:
+            out["cost"] = event.cost
+        return out
+    if type(event) is CostReported:
+        return {"type": "cost", "cost": event.cost}
+    if type(event) is TitleSet:
+        return {"type": "title", "title": event.title, "updated_at": event.updated_at}
+    assert type(event) is TurnStopped
+    return {"type": "stop", "reason": event.reason}
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+class BadEvent(ValueError):
+    """A log line that is JSON but not an event of its type."""
+
+
+@functools.cache
+def _block_adapter() -> TypeAdapter[ContentBlock]:
+    from pydantic import TypeAdapter
+
+    from dsh_tools import ContentBlock
+
+    return TypeAdapter(ContentBlock)
+
+
+@functools.cache
+def _text_block() -> Any:
+    from dsh_tools import TextBlock
+
+    return TextBlock
+
+
+def blocks_from_wire(raw: Any) -> tuple[ContentBlock, ...]:
+    """Content blocks from their logged (ACP) form. A plain text block, nearly every block a log
+    holds, is built by its own constructor (four times quicker than ``model_construct``, which
+    resolves every default in Python, and than the union's adapter); a block that no longer
+    validates is left out."""
+    if not isinstance(raw, list):
+        raise BadEvent("content is not a list")
+    text_block = _text_block()
+    out = []
+    for item in raw:
+        if (
+            type(item) is dict
+            and len(item) == 2
+            and item.get("type") == "text"
+            and type(item.get("text")) is str
+        ):
+            out.append(text_block(text=item["text"]))
+            continue
+        from pydantic import ValidationError
+
+        try:
+            out.append(_block_adapter().validate_python(item))
+        except ValidationError:
+            _log.warning("session log: skipping a content block that no longer validates")
+    return tuple(out)
+
+
+def _str(record: dict[str, Any], key: str) -> str:
+    value = record[key]
+    if type(value) is not str:
+        raise BadEvent(f"{key} is not a string")
+    return value
+
+
+def _opt_str(record: dict[str, Any], key: str) -> str | None:
+    value = record.get(key)
+    return value if type(value) is str else None
+
+
+def _opt_dict(record: dict[str, Any], key: str) -> dict[str, Any] | None:
+    value = record.get(key)
+    return value if type(value) is dict else None
+
+
+def _rule(record: dict[str, Any]) -> Rule:
+    return "allow" if record.get("rule") == "allow" else "reject"
+
+
+def _user(r: dict[str, Any]) -> UserPrompt:
+    model_content = r.get("model_content")
+    return UserPrompt(
+        blocks_from_wire(r.get("content", [])),
+        _opt_str(r, "message_id"),
+        _opt_str(r, "command"),
+        blocks_from_wire(model_content) if model_content else None,
+    )
+
+
+def _assistant(r: dict[str, Any]) -> AssistantReply:
+    calls = r.get("tool_calls") or ()
+    return AssistantReply(
+        r.get("text") or "",
+        r.get("reasoning") or "",
+        _opt_str(r, "text_id"),
+        _opt_str(r, "thought_id"),
+        tuple(ToolCallRequest(_str(c, "id"), _str(c, "name"), _str(c, "arguments")) for c in calls),
+        r.get("aside") is True,
+    )
+
+
+@functools.cache
+def _tool_kinds() -> frozenset[str]:
+    from typing import get_args
+
+    from dsh_tools import ToolKind
+
+    return frozenset(get_args(ToolKind))
+
+
+def _tool_call(r: dict[str, Any]) -> ToolCalled:
+    kind = r.get("kind")
+    return ToolCalled(
+        _str(r, "call_id"),
+        _str(r, "name"),
+        r.get("arguments"),
+        kind if kind in _tool_kinds() else "other",
+        _opt_dict(r, "view"),
+        _opt_str(r, "notice"),
+        _opt_str(r, "cwd"),
+    )
+
+
+def _tool_result(r: dict[str, Any]) -> ToolFinished | ToolCancelled:
+    if r.get("cancelled"):  # format 1 spelled out the cancelled result
+        return ToolCancelled(_str(r, "call_id"))
+    return ToolFinished(
+        _str(r, "call_id"),
+        blocks_from_wire(r.get("content", [])),
+        bool(r.get("is_error")),
+        _opt_dict(r, "error"),
+        r.get("meta"),
+        _opt_dict(r, "view"),
+    )
+
+
+def _permission(r: dict[str, Any]) -> PermissionAnswered:
+    match = r.get("match")
+    if type(match) is not dict:
+        # Format 1 logged early answers as a key string: the rule it now means, if any.
+        from dsh_acp.permissions._approvals import migrate_key
+
+        rule = migrate_key(r.get("key"))
+        if rule is None:
+            raise BadEvent("a permission answer with no rule")
+        match = rule.to_json()
+    return PermissionAnswered(_rule(r), match)
+
+
+def _permission_removed(r: dict[str, Any]) -> PermissionRemoved:
+    match = r.get("match")
+    if type(match) is not dict:
+        raise BadEvent("a removed permission with no rule")
+    return PermissionRemoved(_rule(r), match)
+
+
+def _config(r: dict[str, Any]) -> ConfigChanged:
+    show = r.get("show_reasoning")
+    return ConfigChanged(
+        _opt_str(r, "model_id"), show if type(show) is bool else None, _opt_str(r, "reasoning_effort")
+    )
+
+
+def _compact(r: dict[str, Any]) -> Compacted:
+    kept = r.get("kept")
+    summary = r.get("summary")
+    return Compacted(
+        summary if type(summary) is str else "",
+        _opt_str(r, "text_id"),
+        _opt_str(r, "compaction_id"),
+        kept if type(kept) is int and kept > 0 else 0,
+    )
+
+
+def _usage(r: dict[str, Any]) -> UsageReported:
+    used, size, cost = r["used"], r["size"], r.get("cost")
+    if type(used) is not int or type(size) is not int:
+        raise BadEvent("usage without its counts")
+    return UsageReported(used, size, None if cost is None else str(cost))
+
+
+def _title(r: dict[str, Any]) -> TitleSet | None:
+    title = r.get("title")
+    return TitleSet(title, _opt_str(r, "updated_at")) if type(title) is str and title else None
+
+
+_READERS: Final[dict[str, Callable[[dict[str, Any]], SessionEvent | None]]] = {
+    "user": _user,
+    "assistant": _assistant,
+    "context": lambda r: ToolContext(r.get("text") or ""),
+    "tool_call": _tool_call,
+    "tool_result": _tool_result,
+    "tool_cancelled": lambda r: ToolCancelled(_str(r, "call_id")),
+    "permission": _permission,
+    "permission_removed": _permission_removed,
+    "mode": lambda r: ModeChanged(_str(r, "mode_id")),
+    "config": _config,
+    "compact": _compact,
+    "usage": _usage,
+    "cost": lambda r: CostReported(str(Decimal(_str(r, "cost")))),
+    "title": _title,
+    "stop": lambda r: TurnStopped(_str(r, "reason")),
+}
+
+
+def parse_event(record: dict[str, Any]) -> SessionEvent | None:
+    """The event a log line holds; ``None`` for a kind this agent does not know (written by a
+    later one: it is left out). ``BadEvent`` when the line lacks its kind's fields."""
+    reader = _READERS.get(record.get("type"))  # type: ignore[arg-type]
+    if reader is None:
+        return None
+    try:
+        return reader(record)
+    except (KeyError, TypeError, AttributeError, InvalidOperation) as error:
+        raise BadEvent(f"{record.get('type')} event: {error!r}") from None
