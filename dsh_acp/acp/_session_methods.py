@@ -229,9 +229,10 @@ async def _replay(session: Session, events: Iterable[SessionEvent]) -> None:
     """Send the editor the updates that replay ``events``, each as it is made."""
     from dsh_acp.session._replay import replay_updates
 
-    send = session.send
+    # The connection's notify itself (what Session.send calls): one coroutine less per update.
+    notify, session_id = session.io.notify, session.session_id
     for update in replay_updates(events, session.render, session.registry):
-        await send(update)
+        await notify("session/update", {"sessionId": session_id, "update": update})
 
 
 METHODS: dict[str, Method] = {

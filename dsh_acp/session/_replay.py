@@ -129,7 +129,9 @@ def replay_updates(
             yield announce_call(info, "in_progress", render)
         elif kind is ToolFinished:
             assert isinstance(event, ToolFinished)
-            found = calls.get(event.call_id)
+            # A call ends once (a result or a cancel): its card is dropped then, not kept to the
+            # end of the replay (a long load would hold every card, amid the conversation it keeps).
+            found = calls.pop(event.call_id, None)
             if found is None:
                 continue
             open_calls.pop(event.call_id, None)
@@ -143,7 +145,7 @@ def replay_updates(
             yield from finish_call(found.info, result, result_view, render, streamed=False)
         elif kind is ToolCancelled:
             assert isinstance(event, ToolCancelled)
-            found = calls.get(event.call_id)
+            found = calls.pop(event.call_id, None)
             if found is None:
                 continue
             open_calls.pop(event.call_id, None)
