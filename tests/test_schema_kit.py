@@ -271,7 +271,7 @@ def _pytest_in(project: Path, env: dict[str, str]) -> str:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert " 1 passed" in result.stdout
+    assert " 2 passed" in result.stdout  # test_wire.py and test_in_memory.py
     assert f"rootdir: {project}\n" in result.stdout  # the copy, not this repository
     return result.stdout
 
