@@ -28,7 +28,8 @@ from dsh_tools import (
 )
 
 if TYPE_CHECKING:  # the rules module loads with the first session that can remember answers
-    from ._approvals import ProjectRules, Rule
+    from ._approvals import ProjectRules
+    from ._rules import Rule
 
 __all__ = ["MODES", "ModeId", "PermissionState", "mode_gate", "modes_wire"]
 

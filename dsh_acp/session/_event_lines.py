@@ -279,7 +279,7 @@ def _permission(r: dict[str, Any]) -> PermissionAnswered:
     match = r.get("match")
     if type(match) is not dict:
         # Format 1 logged early answers as a key string: the rule it now means, if any.
-        from dsh_acp.permissions._approvals import migrate_key
+        from dsh_acp.permissions._rules import migrate_key
 
         rule = migrate_key(r.get("key"))
         if rule is None:

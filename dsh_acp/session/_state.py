@@ -132,7 +132,7 @@ class SessionState:
             self.permissions.mode = event.mode_id
         elif kind is PermissionAnswered or kind is PermissionRemoved:
             assert isinstance(event, (PermissionAnswered, PermissionRemoved))
-            from dsh_acp.permissions._approvals import rule_from_json
+            from dsh_acp.permissions._rules import rule_from_json
 
             rule = rule_from_json(event.match)
             if rule is not None:
