@@ -1,9 +1,9 @@
 """dsh-acp as an editor sees it: cold start, streaming CPU per chunk, idle memory.
 
-    /work/venv/bin/python bench/bench_agent.py [--runs 15] [--turns 5] [--chunks 20000]
-    /work/venv/bin/python bench/bench_agent.py --start-only   # figures 1 and 3 only
-    /work/venv/bin/python bench/bench_agent.py --profile      # cProfile of dsh-acp's streaming turn
-    /work/venv/bin/python bench/bench_agent.py --code         # figure 2 with chunks of source code
+    .venv/bin/python bench/bench_agent.py [--runs 15] [--turns 5] [--chunks 20000]
+    .venv/bin/python bench/bench_agent.py --start-only   # figures 1 and 3 only
+    .venv/bin/python bench/bench_agent.py --profile      # cProfile of dsh-acp's streaming turn
+    .venv/bin/python bench/bench_agent.py --code         # figure 2 with chunks of source code
 
 A plain client (no SDK: spawn the process, NDJSON over its stdin/stdout pipes) drives three agents
 doing the same work, side by side in one run, runs interleaved so that drift hits them alike:

@@ -1,6 +1,6 @@
 """CPU cost of one streamed notification through ``Connection``, in µs (medians of several runs).
 
-    /work/venv/bin/python bench/bench_connection.py [--count N] [--runs R]
+    .venv/bin/python bench/bench_connection.py [--count N] [--runs R]
 
 Scenarios, each over a real pipe drained by a child process (so its reading is not counted) and
 over an in-memory pipe (where the reading task is counted):

@@ -8,7 +8,7 @@ interleaved so that drift in the machine's load hits them alike, medians over ``
 
 - ``guarded``: what ``bash`` does per command, ``spawn_group`` (a message to a warden the guard
   process prepared, which ``posix_spawn``s the command): the time the agent is blocked, the cost
-  the issue is about; and, printed beside it, the time until the warden reports the command
+  this bench is about; and, printed beside it, the time until the warden reports the command
   running (``await started()``, during which the agent's event loop serves others: it is two
   process wake-ups, which a loaded machine makes slow). Spawns are 20 ms apart, as a model's
   calls are: the guard prepares the next warden in between.

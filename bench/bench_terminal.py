@@ -1,6 +1,6 @@
 """Live terminal output through the real agent over a pipe.
 
-    /work/venv/bin/python bench/bench_terminal.py [--runs 5] [--mb 50] [--chunk 4096]
+    .venv/bin/python bench/bench_terminal.py [--runs 5] [--mb 50] [--chunk 4096]
 
 A test tool (``spew``, defined here with ``define_tool``, a terminal card via ``TerminalCallView``)
 emits ``--mb`` × 10⁶ bytes of terminal-like text (lines, ANSI colour escapes, tabs, quotes and

@@ -1,18 +1,22 @@
-"""A short, safe rendering of a value a peer sent, for log lines.
+"""A short, safe rendering of a value a peer sent, for log lines, and text folded onto one line.
 
 Peers (the editor, an MCP server, a model API) control the size and shape of what they send: a
 ``repr`` of a 4 MiB id is a 4 MiB log line, and a ``repr`` of an array nested a thousand levels deep
 raises ``RecursionError``, which the logging module re-raises into whoever logged. ``brief`` walks
 the value with an explicit stack (no recursion), stops at a depth and a character budget, and never
 calls a peer-controlled ``repr`` on anything unbounded, so it costs what it prints and cannot fail.
+
+``one_line`` is for messages that must stay one line (a JSON-RPC error, a failure shown to the
+user). It lives here, not beside ``dsh_tools.bound_text``, because the JSON-RPC layer uses it and
+loads before ``initialize`` is answered, when ``dsh_tools`` must not be imported yet.
 """
 
 from __future__ import annotations
 
 from itertools import islice
-from typing import Final
+from typing import Final, Literal
 
-__all__ = ["BRIEF_LIMIT", "brief"]
+__all__ = ["BRIEF_LIMIT", "brief", "one_line"]
 
 BRIEF_LIMIT: Final = 300
 """Characters of one value in a log line (a little more with the closing marker)."""
@@ -71,6 +75,27 @@ def brief(value: object, limit: int = BRIEF_LIMIT, depth: int = _DEPTH) -> str:
         out.append(text)
         size += len(text)
     return "".join(out)
+
+
+def one_line(text: str, limit: int | None = None, *, cut: Literal["end", "middle"] = "end") -> str:
+    """``text`` as one line, for a message that must stay one (a JSON-RPC error, a log line, a
+    failure shown to the user): text with a line break has every run of whitespace folded to
+    one space; text already on one line is kept as it is (a path with two spaces in it still
+    names its file).
+
+    Longer than ``limit`` characters, it is cut: at the end with ``…`` (``cut="end"``), or in
+    the middle with a marker naming how many characters went (``cut="middle"``: the first third
+    and the last two thirds are kept, for messages whose cause comes last).
+    """
+    if "\n" in text or "\r" in text:
+        text = " ".join(text.split())
+    if limit is None or len(text) <= limit:
+        return text
+    if cut == "end":
+        return text[: limit - 1] + "…"
+    head = limit // 3
+    tail = limit - head
+    return f"{text[:head]} [… {len(text) - head - tail} characters …] {text[-tail:]}"
 
 
 def _leaf(value: object, room: int) -> str:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         TextBlock,
         TextResource,
         text,
+        text_of,
     )
     from ._definition import ExecuteReturn, ToolDefinition, ToolOutput, ToolSchema, define_tool
     from ._errors import (
@@ -92,7 +93,7 @@ if TYPE_CHECKING:
         without_secrets,
     )
     from ._tasks import SessionTasks
-    from ._text import bound_text, json_safe, shown_bytes, shown_text
+    from ._text import BOUND_BYTES, bound_text, fenced, json_safe, shown_bytes, shown_text
     from ._views import (
         DiffCallView,
         DiffResultView,
@@ -120,6 +121,7 @@ _HOME: dict[str, str] = {
     "TextBlock": "_content",
     "TextResource": "_content",
     "text": "_content",
+    "text_of": "_content",
     "ExecuteReturn": "_definition",
     "ToolDefinition": "_definition",
     "ToolOutput": "_definition",
@@ -176,7 +178,9 @@ _HOME: dict[str, str] = {
     "secret_values": "_secrets",
     "without_secrets": "_secrets",
     "SessionTasks": "_tasks",
+    "BOUND_BYTES": "_text",
     "bound_text": "_text",
+    "fenced": "_text",
     "json_safe": "_text",
     "shown_bytes": "_text",
     "shown_text": "_text",
@@ -197,6 +201,7 @@ _HOME: dict[str, str] = {
 }
 
 __all__ = [
+    "BOUND_BYTES",
     "TOOL_KINDS",
     "Accept",
     "Allow",
@@ -269,6 +274,7 @@ __all__ = [
     "bound_text",
     "check_schema_spec",
     "define_tool",
+    "fenced",
     "is_secret_name",
     "is_secret_variable",
     "json_safe",
@@ -278,6 +284,7 @@ __all__ = [
     "shown_bytes",
     "shown_text",
     "text",
+    "text_of",
     "tools_markdown",
     "validate_args",
     "widen_pipe",

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ._definition import ToolSchema
+from ._text import fenced
 
 __all__ = ["tools_markdown"]
 
@@ -69,7 +70,6 @@ def tools_markdown(schemas: Sequence[ToolSchema]) -> str:
         else:
             out += ["No parameters.", ""]
         parameters = json.dumps(schema.parameters, indent=2, ensure_ascii=False)
-        fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", parameters)), default=0))
-        out += ["<details><summary>JSON Schema</summary>", "", f"{fence}json", parameters, fence, ""]
+        out += ["<details><summary>JSON Schema</summary>", "", fenced(parameters, "json"), ""]
         out += ["</details>", ""]
     return "\n".join(out)

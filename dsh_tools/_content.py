@@ -7,6 +7,7 @@ wire keys.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +24,7 @@ __all__ = [
     "TextBlock",
     "TextResource",
     "text",
+    "text_of",
 ]
 
 # defer_build: building validators costs start-up time the editor waits for; build on first use.
@@ -117,3 +119,9 @@ ContentBlock = Annotated[
 def text(value: str) -> TextBlock:
     """Shorthand for ``TextBlock(text=value)``."""
     return TextBlock(text=value)
+
+
+def text_of(blocks: Iterable[ContentBlock]) -> str:
+    """The text of ``blocks``: their text blocks, one after another, each on its own line (other
+    blocks have no text to show)."""
+    return "\n".join(block.text for block in blocks if isinstance(block, TextBlock))

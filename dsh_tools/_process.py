@@ -370,11 +370,6 @@ class ProcessGroup:
         return group
 
     @property
-    def pgid(self) -> int:
-        """The group's id: its leader's pid."""
-        return self.proc.pid
-
-    @property
     def returncode(self) -> int | None:
         """The leader's exit status once it exited (negative: killed by that signal)."""
         return self.proc.poll()

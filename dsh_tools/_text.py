@@ -6,9 +6,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["bound_text", "json_safe", "shown_bytes", "shown_text"]
+__all__ = ["BOUND_BYTES", "bound_text", "fenced", "json_safe", "shown_bytes", "shown_text"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_BACKTICKS = re.compile("`+")
+
+BOUND_BYTES = 30 * 1024
+"""What ``bound_text`` keeps by default at each end: what a model, or a panel without a live
+terminal, is shown of a command's output."""
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -49,7 +54,7 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def bound_text(text: str, *, head: int = 30 * 1024, tail: int = 30 * 1024, note: str = "") -> str:
+def bound_text(text: str, *, head: int = BOUND_BYTES, tail: int = BOUND_BYTES, note: str = "") -> str:
     """Keep the first ``head`` and last ``tail`` UTF-8 bytes of ``text`` and replace the middle
     with a marker naming how much was dropped (``note`` is appended to the marker, e.g. where the
     whole text was saved). Cuts fall on character boundaries; lone surrogates are escaped
@@ -66,3 +71,14 @@ def bound_text(text: str, *, head: int = 30 * 1024, tail: int = 30 * 1024, note:
     dropped = len(data) - len(start.encode("utf-8")) - len(end.encode("utf-8"))
     suffix = f"; {note}" if note else ""
     return f"{start}\n[... {dropped} bytes omitted{suffix} ...]\n{end}"
+
+
+def fenced(body: str, info: str = "") -> str:
+    """``body`` as a Markdown code block (``info`` names its language: ``console``, ``json``,
+    ``py``), so that text a tool printed does not render as Markdown (a ``#`` line would become a
+    heading). The fence is longer than any backtick run inside; the closing fence starts a line
+    of its own (an empty body gives an empty block)."""
+    longest = max(map(len, _BACKTICKS.findall(body)), default=0) if "`" in body else 0
+    fence = "`" * max(3, longest + 1)
+    newline = "" if body.endswith("\n") or not body else "\n"
+    return f"{fence}{info}\n{body}{newline}{fence}"

@@ -24,14 +24,23 @@ from dsh_tools import (
     ToolResult,
     ToolResultView,
     define_tool,
+    fenced,
     text,
+    text_of,
 )
 
 from . import _file_access, _hunks, _paths
-from ._fs_presenting import fenced, result_meta, result_text
 from ._read_tracker import tracker
 
-__all__ = ["MAX_READ_BYTES", "MAX_READ_LINES", "PREFER_FILE_TOOLS", "edit_tool", "read_tool", "write_tool"]
+__all__ = [
+    "MAX_READ_BYTES",
+    "MAX_READ_LINES",
+    "PREFER_FILE_TOOLS",
+    "edit_tool",
+    "read_tool",
+    "result_meta",
+    "write_tool",
+]
 
 _READ_FIRST = "Read a file before editing or overwriting it, and again if it changed."
 PREFER_FILE_TOOLS = "Prefer the file tools over shell commands for files."
@@ -42,6 +51,12 @@ first: an edit of a file not read, or changed since, is refused)."""
 MAX_READ_LINES = 2000
 MAX_READ_BYTES = 100 * 1024
 _MAX_LINE_CHARS = 2000
+
+
+def result_meta(result: ToolResult) -> dict[str, Any] | None:
+    """The ``meta`` a result card is drawn from; presenters validate softly: a failed call or an
+    old log's meta gives the generic card."""
+    return result.meta if not result.is_error and isinstance(result.meta, dict) else None
 
 
 # -- read --------------------------------------------------------------------------------
@@ -111,7 +126,7 @@ def _present_read_result(args: dict[str, Any], result: ToolResult) -> ToolResult
     window = "empty" if not meta["total"] else f"line {start}" if start == end else f"lines {start}-{end}"
     extension = os.path.splitext(meta["path"])[1].lstrip(".")
     return GenericResultView(
-        title=f"Read {meta['path']} ({window})", content=(text(fenced(result_text(result), extension)),)
+        title=f"Read {meta['path']} ({window})", content=(text(fenced(text_of(result.content), extension)),)
     )
 
 

@@ -19,7 +19,7 @@ from typing import Literal
 
 import anyio
 
-from dsh_tools import ProgressSink, SessionTasks, TerminalOutput, without_secrets
+from dsh_tools import BOUND_BYTES, ProgressSink, SessionTasks, TerminalOutput, without_secrets
 from dsh_tools.processes import ProcessGroup, signal_name
 
 from ._capture import StreamCapture
@@ -44,8 +44,8 @@ class BashSettings:
     """How long a command has to exit after SIGTERM before SIGKILL."""
     settle_s: float = 0.25
     """How long to wait for output still in flight once the shell has exited or been killed."""
-    head_bytes: int = 30 * 1024
-    tail_bytes: int = 30 * 1024
+    head_bytes: int = BOUND_BYTES
+    tail_bytes: int = BOUND_BYTES
     """What the model sees of each stream: its first and last bytes."""
     spill_dir: str | None = None
     """Where full outputs are saved; by default a fresh private temporary directory per session.

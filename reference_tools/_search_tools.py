@@ -23,12 +23,13 @@ from dsh_tools import (
     ToolResult,
     ToolResultView,
     define_tool,
+    fenced,
     text,
+    text_of,
 )
 
 from . import _paths, _ripgrep, _search
-from ._file_tools import PREFER_FILE_TOOLS
-from ._fs_presenting import fenced, result_meta, result_text
+from ._file_tools import PREFER_FILE_TOOLS, result_meta
 
 __all__ = ["glob_target", "glob_tool", "grep_tool", "ls_tool"]
 
@@ -110,7 +111,7 @@ def _present_search_result(args: dict[str, Any], result: ToolResult) -> ToolResu
     return (
         None
         if result_meta(result) is None
-        else GenericResultView(content=(text(fenced(result_text(result))),))
+        else GenericResultView(content=(text(fenced(text_of(result.content))),))
     )
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,14 +30,15 @@ from dsh_tools import (
     SchemaSpec,
     TerminalCallView,
     TerminalResultView,
-    TextBlock,
     ToolDefinition,
     ToolError,
     ToolExecution,
     ToolOutput,
     ToolResult,
     define_tool,
+    fenced,
     text,
+    text_of,
 )
 from dsh_tools.terminals import TerminalHost, TerminalHostError
 
@@ -221,20 +221,8 @@ async def _bash_kill(args: dict[str, Any], execution: ToolExecution) -> ToolOutp
 # -- presentation: pure functions of the arguments and the (possibly replayed) result -----------
 
 
-def _fenced(body: str) -> str:
-    """``body`` in a ```console block whose fence is longer than any backtick run inside it."""
-    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
-    fence = "`" * max(3, longest + 1)
-    newline = "" if body.endswith("\n") else "\n"
-    return f"{fence}console\n{body}{newline}{fence}"
-
-
-def _result_text(result: ToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextBlock))
-
-
 def _fenced_result(result: ToolResult) -> GenericResultView:
-    return GenericResultView(content=(text(_fenced(_result_text(result))),))
+    return GenericResultView(content=(text(fenced(text_of(result.content), "console")),))
 
 
 def _present_bash_call(args: dict[str, Any]) -> TerminalCallView | GenericCallView:
@@ -270,7 +258,7 @@ def _present_bash_result(args: dict[str, Any], result: ToolResult) -> TerminalRe
         return _fenced_result(result)  # refused, bad arguments, or a background start
     output: str | None = meta.get("output")  # interleaved, as the terminal showed it
     if output is None and (meta["exit_code"] is not None or meta.get("signal") is not None):
-        output = _result_text(result)  # an older log: the model's text, stdout then stderr
+        output = text_of(result.content)  # an older log: the model's text, stdout then stderr
         status = _status_line(meta)
         if output.endswith(status):  # a post-execute listener may have replaced the text
             output = output[: len(output) - len(status)]

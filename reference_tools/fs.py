@@ -13,7 +13,7 @@ presenters. The pattern to copy:
   update's content replaces the call's, and a text would wipe the diff.
 
 The tools live in ``_file_tools`` (read, write, edit) and ``_search_tools`` (glob, grep, ls);
-what they share in ``_read_tracker``, ``_file_access`` and ``_fs_presenting``. This module holds
+what they share in ``_read_tracker`` and ``_file_access``. This module holds
 the policy and the registration.
 
 Register them with ``register_fs_tools(registry)``: it adds the tools and ``fs_policy``, the

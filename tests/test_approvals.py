@@ -245,12 +245,12 @@ def _markers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.glob("pwned*"))
 
 
-def _issue_groups() -> dict[str, list[str]]:
+def _approved_groups() -> dict[str, list[str]]:
     keys = ["git status", "git --version", "git -C . log -1", "ls -la", "python3 -m json.tool f"]
     return {key: ATTACKS[key] for key in keys}
 
 
-@pytest.mark.parametrize("approved", sorted(_issue_groups()))
+@pytest.mark.parametrize("approved", sorted(_approved_groups()))
 async def test_attacks_through_the_real_agent_ask_and_leave_no_trace(
     approved: str, acp_schema: AcpSchema, tmp_path: Path
 ) -> None:
@@ -260,7 +260,7 @@ async def test_attacks_through_the_real_agent_ask_and_leave_no_trace(
     ws.mkdir()
     await anyio.run_process(["git", "init", "-q", str(ws)], check=False)
     attacks = [
-        a.replace("{X}", str(tmp_path / f"pwned-{i}")) for i, a in enumerate(_issue_groups()[approved])
+        a.replace("{X}", str(tmp_path / f"pwned-{i}")) for i, a in enumerate(_approved_groups()[approved])
     ]
     calls = [{"command": approved, "description": "approved"}] + [
         {"command": a, "description": "attack", "timeout_ms": 5000} for a in attacks

@@ -12,7 +12,6 @@ from dsh_acp.acp._bridge import (
     announce_call,
     attach_terminal,
     cancelled_call,
-    console_fence,
     finish_call,
     output_chunk,
     permission_tool_call,
@@ -79,16 +78,11 @@ def test_relativize_title_against_any_cwd(title: str, cwd: str, expected: str) -
 
 
 def test_client_capabilities_choose_the_terminal_key() -> None:
-    assert (
-        RenderContext.for_client(CWD, {"_meta": {"terminal_output": True}}).terminal_key == "terminal_output"
-    )
-    assert (
-        RenderContext.for_client(CWD, {"_meta": {"terminal_output_delta": True}}).terminal_key
-        == "terminal_output_delta"
-    )
-    assert RenderContext.for_client(CWD, {"terminal": True}).terminal_key is None
-    assert RenderContext.for_client(CWD, {"_meta": {"terminal_output": "yes"}}).terminal_key is None
-    assert RenderContext.for_client(CWD, None).terminal_key is None
+    assert client_profile({"_meta": {"terminal_output": True}}).terminal_key == "terminal_output"
+    assert client_profile({"_meta": {"terminal_output_delta": True}}).terminal_key == "terminal_output_delta"
+    assert client_profile({"terminal": True}).terminal_key is None
+    assert client_profile({"_meta": {"terminal_output": "yes"}}).terminal_key is None
+    assert client_profile(None).terminal_key is None
 
 
 def test_raw_input_is_always_an_object() -> None:
@@ -311,12 +305,6 @@ def test_fallback_empty_output_and_signals() -> None:
     assert update["content"][0]["content"]["text"] == "(no output)\n\nKilled by SIGKILL"
 
 
-def test_console_fence() -> None:
-    assert console_fence("") == "```console\n```"
-    assert console_fence("a") == "```console\na\n```"
-    assert console_fence("``````") == "```````console\n``````\n```````"
-
-
 def test_generic_results() -> None:
     info = CallInfo("g", "tool", {}, GenericCallView(title="Do"))
     (update,) = finish_call(info, ToolResult(content=(text("raw"),)), None, PLAIN)
@@ -386,8 +374,8 @@ def test_jetbrains_is_known_by_its_client_info() -> None:
         {"name": "JetBrains.WebStorm", "version": "2026.1.1"},
         {"name": "AI Assistant", "version": "1", "_meta": {"platform": "intellij"}},
     ):
-        assert RenderContext.for_client(CWD, {"terminal": True}, info).terminal_key == "terminal_output_delta"
-    assert RenderContext.for_client(CWD, {"terminal": True}, {"name": "zed"}).terminal_key is None
+        assert client_profile({"terminal": True}, info).terminal_key == "terminal_output_delta"
+    assert client_profile({"terminal": True}, {"name": "zed"}).terminal_key is None
 
 
 def test_client_profiles_decide_where_commands_run() -> None:

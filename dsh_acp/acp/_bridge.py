@@ -37,6 +37,8 @@ from dsh_tools import (
     ToolResult,
     ToolResultView,
     bound_text,
+    fenced,
+    text_of,
 )
 
 from ._render import RenderContext
@@ -67,7 +69,6 @@ __all__ = [
     "announce_call",
     "attach_terminal",
     "cancelled_call",
-    "console_fence",
     "finish_call",
     "output_chunk",
     "permission_tool_call",
@@ -179,18 +180,6 @@ def _locations(locations: Iterable[Location], cwd: str) -> list[WireLocation]:
 
 def _diff_locations(diffs: Sequence[FileDiff], cwd: str) -> list[WireLocation]:
     return [{"path": path} for path in dict.fromkeys(absolute(d.path, cwd) for d in diffs)]
-
-
-def console_fence(output: str) -> str:
-    """``output`` in a ```` ```console ```` fence longer than any backtick run inside it."""
-    longest = max((len(run) for run in re.findall(r"`+", output)), default=0)
-    fence = "`" * max(3, longest + 1)
-    body = output if output.endswith("\n") or not output else output + "\n"
-    return f"{fence}console\n{body}{fence}"
-
-
-def _text_of(blocks: Iterable[ContentBlock]) -> str:
-    return "\n".join(block.text for block in blocks if isinstance(block, TextBlock))
 
 
 def _exit_line(exit_code: int | None, signal: str | None) -> str | None:
@@ -349,11 +338,11 @@ def _terminal_finish(
         reason = (terminal.error if terminal else None) or (
             None
             if terminal and terminal.output is not None
-            else _text_of(result.content).removeprefix("Error: ")
+            else text_of(result.content).removeprefix("Error: ")
         )
     output = terminal.output if terminal and terminal.output is not None else None
     if output is None and not result.is_error:
-        output = _text_of(result.content)
+        output = text_of(result.content)
     title = terminal.title if terminal and terminal.title else None
 
     if attached is not None:  # the client's terminal shows the output; the card keeps it
@@ -382,7 +371,7 @@ def _terminal_finish(
 
     parts: list[str] = []
     if output:
-        parts.append(console_fence(bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail)))
+        parts.append(fenced(bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail), "console"))
     elif not reason:
         parts.append("(no output)")
     line = _exit_line(exit_code, signal)

@@ -6,11 +6,11 @@ moment it is made, long before anything is rendered.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from ._client_profile import ClientProfile, TerminalKey, client_profile
+from dsh_tools import BOUND_BYTES
+
+from ._client_profile import ClientProfile, TerminalKey
 
 __all__ = ["RenderContext"]
 
@@ -22,8 +22,8 @@ class RenderContext:
     cwd: str
     terminal_key: TerminalKey | None = None
     """The ``_meta`` key for live terminal output, or ``None`` when the client has no terminals."""
-    fallback_head: int = 30 * 1024
-    fallback_tail: int = 30 * 1024
+    fallback_head: int = BOUND_BYTES
+    fallback_tail: int = BOUND_BYTES
     """Budget of the fenced console fallback, like the text the model sees."""
     compaction: bool = False
     """Whether the client shows compactions (``session.compaction``); else a summary is a message."""
@@ -36,13 +36,3 @@ class RenderContext:
         return cls(
             cwd=cwd, terminal_key=profile.terminal_key, compaction=profile.compaction, notices=profile.notices
         )
-
-    @classmethod
-    def for_client(
-        cls,
-        cwd: str,
-        client_capabilities: Mapping[str, Any] | None,
-        client_info: Mapping[str, Any] | None = None,
-    ) -> RenderContext:
-        """Rendering for a client from what it sent in ``initialize``."""
-        return cls.for_profile(cwd, client_profile(client_capabilities, client_info))

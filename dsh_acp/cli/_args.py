@@ -22,6 +22,7 @@ __all__ = ["build_config"]
 
 _DEFAULTS = AgentConfig()
 """Where the command line's defaults come from: the configuration's own."""
+_MIB = 1024 * 1024
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -79,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=_DEFAULTS.max_message_bytes,
         metavar="N",
-        help="largest incoming JSON-RPC message (default: 32 MiB); larger ones are answered with an error",
+        help=f"largest incoming JSON-RPC message (default: {_DEFAULTS.max_message_bytes // _MIB} MiB); "
+        "larger ones are answered with an error",
     )
     parser.add_argument(
         "--no-tools", action="store_true", help="serve without the reference tools (bash, read, write...)"
@@ -96,21 +98,21 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=_DEFAULTS.max_model_requests,
         metavar="N",
-        help="model requests per prompt turn (default 50)",
+        help="model requests per prompt turn (default %(default)s)",
     )
     parser.add_argument(
         "--coalesce-bytes",
         type=int,
         default=_DEFAULTS.coalesce_bytes,
         metavar="N",
-        help="send live terminal output once N bytes are buffered (default 65536)",
+        help="send live terminal output once N bytes are buffered (default %(default)s)",
     )
     parser.add_argument(
         "--coalesce-ms",
         type=float,
         default=(_DEFAULTS.coalesce_delay or 0) * 1000,
         metavar="MS",
-        help="...or MS ms after the first unsent byte (default 50; 0 = only on size and at the end)",
+        help="...or MS ms after the first unsent byte (default %(default)g; 0 = only on size and at the end)",
     )
     parser.add_argument(
         "--mode",

@@ -44,7 +44,6 @@ class OutputCoalescer:
         self._lock = anyio.Lock(fast_acquire=True)  # uncontended (the usual case): no yield
         self._timer: anyio.CancelScope | None = None
         self.flushed_any = False
-        self.ends_with_newline = True
         self._last_flush = -math.inf
 
     async def feed(self, data: str) -> None:
@@ -87,7 +86,6 @@ class OutputCoalescer:
             self._parts.clear()
             self._size = 0
             self.flushed_any = True
-            self.ends_with_newline = data.endswith("\n")
             self._last_flush = anyio.current_time()
             await self._flush(data)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dsh_tools import ContentBlock, TextBlock, bound_text, shown_text
+from dsh_tools import ContentBlock, TextBlock, bound_text, shown_text, text_of
 
 __all__ = ["Printed", "model_content"]
 
@@ -43,7 +43,7 @@ def model_content(content: Sequence[ContentBlock], head: int, tail: int) -> tupl
     total = sum(len(block.text) for block in texts)
     if total <= head + tail and sum(len(block.text.encode()) for block in texts) <= head + tail:
         return tuple(content)
-    joined = "\n".join(block.text for block in texts)
+    joined = text_of(texts)
     others = [block for block in content if not isinstance(block, TextBlock)]
     return (TextBlock(text=bound_text(joined, head=head, tail=tail)), *others)
 

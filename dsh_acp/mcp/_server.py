@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from dsh_acp._brief import brief
+from dsh_acp._brief import brief, one_line
 from dsh_acp._version import VERSION
 from dsh_tools import HarnessError, ToolOutput, without_secrets
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import mcp_types
     from mcp.client.session import ClientSession
 
-__all__ = ["AskUser", "McpServerError", "Server", "import_mcp", "one_line"]
+__all__ = ["FAILURE_CHARS", "AskUser", "McpServerError", "Server", "import_mcp"]
 
 _log = logging.getLogger("dsh_acp.mcp")
 
@@ -50,9 +50,10 @@ AskUser = Callable[
 they may ask (MCP's capability), and a question sent anyway is refused at once."""
 
 
-def one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+FAILURE_CHARS = 300
+"""Characters of the reason a server failed to start, in the line shown to the user."""
+_ERROR_CHARS = 200
+"""Characters of an exception's own words inside such a line or a failed call's error."""
 
 
 def import_mcp() -> None:
@@ -244,7 +245,7 @@ class Server:
             why = f"{phase} failed: {error.message} (code {error.code})"
         else:
             why = f"{phase} failed: {_describe(error)}"
-        return f'MCP server "{self.name}" failed to start: {one_line(why)}'
+        return f'MCP server "{self.name}" failed to start: {one_line(why, FAILURE_CHARS)}'
 
     # -- calls -----------------------------------------------------------------------------------
 
@@ -322,5 +323,5 @@ def _unwrap(error: BaseException) -> BaseException:
 
 def _describe(error: BaseException) -> str:
     error = _unwrap(error)
-    detail = one_line(str(error), 200)
+    detail = one_line(str(error), _ERROR_CHARS)
     return f"{type(error).__name__}: {detail}" if detail else type(error).__name__

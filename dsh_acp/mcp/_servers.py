@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
+from dsh_acp._brief import one_line
 from dsh_acp.acp._wire import McpServerStdio
 from dsh_tools import (
     DuplicateToolError,
@@ -37,7 +38,7 @@ from dsh_tools import (
     ToolRegistry,
 )
 
-from ._server import AskUser, McpServerError, Server, import_mcp, one_line
+from ._server import FAILURE_CHARS, AskUser, McpServerError, Server, import_mcp
 from ._specs import parse_spec, server_name
 from ._tool_shapes import mcp_tool_name, object_schema
 
@@ -169,7 +170,8 @@ async def connect_servers(
         try:
             spec = parse_spec(raw, http=http)
         except ValueError as error:
-            failures[index] = f'MCP server "{server_name(raw)}" failed to start: {one_line(str(error))}'
+            why = one_line(str(error), FAILURE_CHARS)
+            failures[index] = f'MCP server "{server_name(raw)}" failed to start: {why}'
             continue
         started.append((index, Server(spec, cwd, ask)))
     if not started:

@@ -32,6 +32,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from dsh_acp._brief import one_line
 from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ _SETTLE_S = 0.5
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _STDERR_TAIL_LINES = 20
 _STDERR_LINE_CHARS = 2000
+_STDERR_CHARS = 200
+"""Characters of a dead server's last stderr line quoted in why it failed."""
 
 
 class _ServerProcess:
@@ -121,11 +124,6 @@ async def _exit_of(process: _ServerProcess) -> None:
     while process.returncode is None and not process.gone:
         await anyio.sleep(delay)
         delay = min(delay * 2, 0.05)
-
-
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class StdioServerProcess:
@@ -214,7 +212,7 @@ class StdioServerProcess:
         with anyio.move_on_after(_SETTLE_S):
             await self._stderr_done.wait()
         if self.stderr_tail:
-            parts.append(f'stderr: "{_one_line(self.stderr_tail[-1], 200)}"')
+            parts.append(f'stderr: "{one_line(self.stderr_tail[-1], _STDERR_CHARS)}"')
         return f" ({'; '.join(parts)})" if parts else ""
 
     # -- the pipes -------------------------------------------------------------------------------

@@ -45,10 +45,10 @@ from dsh_acp._version import VERSION
 from ._model import ContextOverflow, ModelAuthError, ModelError, ModelEvent, ModelRequest
 from ._openai_errors import (
     content_type,
+    detail_line,
     display_url,
     error_detail,
     http_failure,
-    one_line,
     overflow,
     reason,
     retry_after,
@@ -359,7 +359,7 @@ class OpenAIModel:
             detail = error_detail(document)
         except orjson.JSONDecodeError:
             detail = bytes(body).decode("utf-8", errors="replace")
-        return self._scrub(one_line(detail or response.reason or "")), document
+        return self._scrub(detail_line(detail or response.reason or "")), document
 
     def _auth_message(self, status: int, detail: str) -> str:
         settings = self.settings

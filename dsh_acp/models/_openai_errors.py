@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from dsh_acp._brief import brief
+from dsh_acp._brief import brief, one_line
 
 __all__ = [
     "DETAIL_CHARS",
     "content_type",
+    "detail_line",
     "display_url",
     "error_detail",
     "http_failure",
-    "one_line",
     "overflow",
     "reason",
     "retry_after",
@@ -44,20 +44,16 @@ def error_detail(document: Any) -> str:
         if isinstance(error, dict):
             message = error.get("message") or error.get("detail") or error.get("msg")
             if isinstance(message, str):
-                return one_line(message)
-            return one_line(brief(error, DETAIL_CHARS))
+                return detail_line(message)
+            return detail_line(brief(error, DETAIL_CHARS))
         if isinstance(error, str):
-            return one_line(error)
-    return one_line(brief(document, DETAIL_CHARS))
+            return detail_line(error)
+    return detail_line(brief(document, DETAIL_CHARS))
 
 
-def one_line(text: str) -> str:
-    text = " ".join(text.split())
-    if len(text) <= DETAIL_CHARS:
-        return text
-    head = DETAIL_CHARS // 3
-    tail = DETAIL_CHARS - head
-    return f"{text[:head]} [… {len(text) - head - tail} characters …] {text[-tail:]}"
+def detail_line(text: str) -> str:
+    """A server's words on one line, the middle cut past ``DETAIL_CHARS``."""
+    return one_line(text, DETAIL_CHARS, cut="middle")
 
 
 _WINDOW_PATTERNS: Final = (
@@ -93,7 +89,7 @@ def overflow(status: int, detail: str, document: Any) -> tuple[int | None, int |
 
 
 def reason(error: BaseException) -> str:
-    return one_line(str(error)) or type(error).__name__
+    return detail_line(str(error)) or type(error).__name__
 
 
 def content_type(headers: Mapping[str, str]) -> str:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypedDict, TypeGuard
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
-from dsh_acp._brief import brief
+from dsh_acp._brief import brief, one_line
 
 from ._framing import DEFAULT_MAX_MESSAGE_BYTES, Frame, FrameDecoder, FrameError, encode_message
 
@@ -93,7 +93,7 @@ def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:
     every client shows it. Object ``data`` keeps its keys (a ``details`` of its own wins); any
     other ``data`` moves under ``data.value``.
     """
-    line = _one_line(message)
+    line = one_line(message)
     if data is None:
         details: dict[str, Any] = {"details": line}
     elif type(data) is dict:
@@ -742,10 +742,6 @@ def _usable_id(message: dict[str, Any]) -> RequestId | None:
 
 def _is_error_object(error: Any) -> bool:
     return type(error) is dict and type(error.get("code")) is int and type(error.get("message")) is str
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split()) if "\n" in text or "\r" in text else text
 
 
 def _discard_unstarted(awaitable: Awaitable[Any]) -> None:
