@@ -58,9 +58,10 @@ _ERROR_CHARS = 200
 
 def import_mcp() -> None:
     """Runs in a worker thread: the SDK's first import costs about a second of CPU."""
-    import mcp.client.session
     import mcp.client.streamable_http
     import mcp.shared.message  # noqa: F401
+
+    from . import _client_session  # noqa: F401
 
 
 class Server:
@@ -129,17 +130,18 @@ class Server:
         self._scope.cancel()
 
     async def _start(self, stack: AsyncExitStack, start_timeout: float) -> None:
-        from mcp.client.session import ClientSession
         from mcp_types import Implementation
+
+        from ._client_session import FormOnlyClientSession
 
         read, write = await self._open_transport(stack)
         session = await stack.enter_async_context(
-            ClientSession(
+            FormOnlyClientSession(
                 read,
                 write,
                 client_info=Implementation(name="dsh-acp", version=VERSION),
                 logging_callback=self._on_log,
-                # Declares elicitation to the server only when the editor can ask.
+                # Declares elicitation (form mode only) to the server only when the editor can ask.
                 elicitation_callback=None if self._ask is None else self._on_elicit,
             )
         )
@@ -208,8 +210,8 @@ class Server:
         self, context: Any, params: mcp_types.ElicitRequestParams
     ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
         """A server's question to the user, asked through the editor. A form question whose schema
-        is not the flat object MCP allows, or a URL-mode one (the SDK declares both modes; the
-        editor is only asked forms), is declined without asking."""
+        is not the flat object MCP allows, or a URL-mode one (only form mode is declared, but a
+        server may ask anyway; the editor is only asked forms), is declined without asking."""
         from mcp_types import ElicitRequestFormParams, ElicitResult
 
         assert self._ask is not None

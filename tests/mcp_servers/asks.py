@@ -9,7 +9,9 @@ not.
 
 - ``deploy``: one choice (a single-select enum);
 - ``release``: a small form (a string, an integer and a boolean);
-- ``sign_in``: a URL-mode question (``mode: "url"``).
+- ``sign_in``: a URL-mode question (``mode: "url"``);
+- ``ask_modes``: asks nothing, says which elicitation modes the client declared (``form, url``,
+  ``form``, or ``none``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ TOOLS = [
     types.Tool(name="deploy", description="Deploy, asking the user where to.", input_schema=OBJECT),
     types.Tool(name="release", description="Release, asking for its details.", input_schema=OBJECT),
     types.Tool(name="sign_in", description="Sign in through a web page.", input_schema=OBJECT),
+    types.Tool(name="ask_modes", description="Say how the client may be asked.", input_schema=OBJECT),
 ]
 DEPLOY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -63,8 +66,17 @@ async def list_tools(
 async def call_tool(
     ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    if params.name not in ("deploy", "release", "sign_in"):
+    if params.name not in ("deploy", "release", "sign_in", "ask_modes"):
         raise MCPError(code=types.INVALID_PARAMS, message=f"unknown tool {params.name}")
+    if params.name == "ask_modes":
+        declared = ctx.session.client_capabilities
+        elicitation = declared.elicitation if declared is not None else None
+        modes = [
+            m for m in ("form", "url") if elicitation is not None and getattr(elicitation, m) is not None
+        ]
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"ask_modes: {', '.join(modes) or 'none'}")]
+        )
     try:
         if params.name == "deploy":
             result = await ctx.session.elicit_form("Deploy to which environment?", DEPLOY_SCHEMA)
