@@ -337,20 +337,17 @@ class FakeOpenAI:
                 recorded = await self._read_request(BufferedByteReceiveStream(stream))
             except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError, ValueError):
                 return
-            if _is_model_query(recorded):
-                self.model_requests.append(recorded)
-            elif self.title is not None and _is_title_request(recorded):
+            if self.title is not None and _is_title_request(recorded):
                 self.title_requests.append(recorded)
-                await self._play(stream, stream_reply(chunk(self.title), chunk(finish="stop")), recorded)
-                return
+                reply = stream_reply(chunk(self.title), chunk(finish="stop"))
             else:
-                self.requests.append(recorded)
-            self._arrived.set()
-            reply = self._reply_to(recorded)
+                (self.model_requests if _is_model_query(recorded) else self.requests).append(recorded)
+                self._arrived.set()
+                reply = self._reply_to(recorded)
             try:
                 await self._play(stream, reply, recorded)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # the client went away (as it should after a stall)
+                pass  # the client went away (after a stall, or an agent that stopped meanwhile)
 
     async def wait_for_requests(self, count: int) -> None:
         """Wait until ``count`` chat requests have come in."""

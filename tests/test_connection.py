@@ -344,7 +344,8 @@ async def test_handler_that_finishes_despite_cancel_sends_its_result() -> None:
         assert await peer.receive() == ok(1, "done anyway")
 
 
-async def test_cancelling_our_request_sends_cancel_request() -> None:
+async def test_cancelling_our_request_sends_cancel_request(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, "dsh_acp.connection")
     async with serving(Dispatch()) as (connection, peer):
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
@@ -360,12 +361,17 @@ async def test_cancelling_our_request_sends_cancel_request() -> None:
             "method": "$/cancel_request",
             "params": {"requestId": 0},
         }
-        # A late answer is ignored; the next request gets the next id.
+        # A late answer is ignored, as expected rather than as a fault; the next request gets
+        # the next id.
         await peer.send(ok(0, "late"))
         async with anyio.create_task_group() as tg:
             tg.start_soon(connection.request, "next")
             assert (await peer.receive())["id"] == 1
             await peer.send(ok(1, None))
+    late = [r for r in caplog.records if "request 0" in r.getMessage() or "id 0" in r.getMessage()]
+    assert [(r.levelno, r.getMessage()) for r in late] == [
+        (logging.DEBUG, "late response to withdrawn request 0 ignored")
+    ]
 
 
 # -- ordering: a notification acts on the requests before it ---------------------------------------

@@ -64,6 +64,8 @@ RESOURCE_NOT_FOUND: Final = -32002
 REQUEST_CANCELLED: Final = -32800
 
 CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
+_WITHDRAWN_KEPT: Final = 1024
+"""Withdrawn requests remembered, so that their late answers are told from stray ones."""
 
 RequestId = int | str
 
@@ -253,6 +255,9 @@ class Connection:
 
         self._incoming: dict[RequestId, _Incoming] = {}
         self._outgoing: dict[int, _Outgoing] = {}
+        self._withdrawn: dict[int, None] = {}
+        """Requests given up on (``$/cancel_request`` sent), oldest first: a peer may still
+        answer them, and that late answer is expected, not a fault."""
         self._next_id = 0
 
         self._handlers: TaskGroup | None = None
@@ -307,6 +312,9 @@ class Connection:
             if not waiter.done.is_set() and not self._closed:
                 # Best effort: the peer may answer anyway; that late answer is then ignored.
                 self._write(_cancel_request_bytes(request_id))
+                self._withdrawn[request_id] = None
+                if len(self._withdrawn) > _WITHDRAWN_KEPT:  # a peer that never answers them
+                    del self._withdrawn[next(iter(self._withdrawn))]
             raise
         finally:
             self._outgoing.pop(request_id, None)
@@ -653,7 +661,11 @@ class Connection:
             return
         waiter = self._outgoing.pop(request_id, None) if type(request_id) is int else None
         if waiter is None:
-            logger.warning("response to no pending request: id %s", brief(request_id))
+            if type(request_id) is int and request_id in self._withdrawn:
+                del self._withdrawn[request_id]
+                logger.debug("late response to withdrawn request %s ignored", request_id)
+            else:
+                logger.warning("response to no pending request: id %s", brief(request_id))
             return
         if error is not None:
             waiter.error = RpcError(error["code"], error["message"], error.get("data"))
