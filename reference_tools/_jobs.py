@@ -101,6 +101,9 @@ class Job:
         """Why the command did not finish on its own (timed out), else ``None``."""
         self.stopped_leftovers = False
         """Whether processes the command left running were stopped when it ended."""
+        self._stopping = False
+        """Whether ``stop()`` was called: then whatever is still in the group when the leader is
+        gone is going down with it, not something the command left behind."""
         self.finished = anyio.Event()
         """Set once the output is complete and the group is gone (or given up on)."""
 
@@ -149,7 +152,7 @@ class Job:
                     await drained(self._settings.settle_s)
                 # Whatever still runs in the group would hold our pipes open: the command is over.
                 stopped = await self.process.terminate(self._settings.kill_grace_s)
-                self.stopped_leftovers = stopped and self.error is None
+                self.stopped_leftovers = stopped and self.error is None and not self._stopping
                 if not await drained(self._settings.settle_s):
                     tasks.cancel_scope.cancel()  # a process that left the group holds a pipe
         finally:
@@ -196,6 +199,7 @@ class Job:
 
     async def stop(self) -> None:
         """Stop the whole group (SIGTERM, then SIGKILL after the grace period)."""
+        self._stopping = True
         await self.process.terminate(self._settings.kill_grace_s)
 
 
