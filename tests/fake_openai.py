@@ -44,6 +44,7 @@ __all__ = [
     "llama_error",
     "progress_chunk",
     "prompt_tokens",
+    "scripted_replies",
     "sse",
     "stream_reply",
     "tool_delta",
@@ -158,6 +159,33 @@ def sse(*documents: Any, done: bool = True) -> list[bytes]:
 def stream_reply(*documents: Any, done: bool = True, **options: Any) -> Reply:
     """A 200 event stream of these chunks."""
     return Reply(chunks=sse(*documents, done=done), **options)
+
+
+def scripted_replies(steps: Sequence[Mapping[str, Any]]) -> list[Reply]:
+    """Replies written as JSON, for a run driven from outside Python (the official client test's
+    ``tests/client/real_model.json``). Each streams its ``thought``, ``text`` (a string or a list
+    of chunks) and ``tool_calls`` (``[{"id", "name", "arguments"}]``, arguments an object or a
+    verbatim string), then finishes (``finish``; else ``tool_calls`` when it calls, else
+    ``stop``) and reports ``usage`` (``[input, output]``) when given."""
+    replies = []
+    for step in steps:
+        documents: list[dict[str, Any]] = []
+        if "thought" in step:
+            documents.append(chunk(reasoning=step["thought"]))
+        text = step.get("text")
+        documents.extend(chunk(piece) for piece in ([text] if isinstance(text, str) else text or ()))
+        calls = step.get("tool_calls") or ()
+        for index, call in enumerate(calls):
+            arguments = call.get("arguments", {})
+            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            delta = tool_delta(index, id=call["id"], name=call["name"], arguments=arguments)
+            documents.append(chunk(tool_calls=[delta]))
+        documents.append(chunk(finish=step.get("finish", "tool_calls" if calls else "stop")))
+        if "usage" in step:
+            input_tokens, output_tokens = step["usage"]
+            documents.append(chunk(choices=False, usage=(input_tokens, output_tokens)))
+        replies.append(stream_reply(*documents))
+    return replies
 
 
 def error_reply(status: int, message: str, headers: Mapping[str, str] | None = None) -> Reply:

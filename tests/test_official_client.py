@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -176,7 +177,23 @@ def _need(tool: str) -> str:
     return path
 
 
-def _drive(request: pytest.FixtureRequest, scenario: str, script: str) -> Run:
+def _without_model_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment minus what would choose the agent's model or key for it: the driver says."""
+    names = ("DSH_MODEL", "DSH_BASE_URL", "DSH_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY")
+    return {name: value for name, value in environ.items() if name not in names}
+
+
+def _drive(
+    request: pytest.FixtureRequest,
+    scenario: str,
+    script: str | None,
+    *,
+    model: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Run:
+    """Run one driver scenario: with ``script`` (in ``tests/client``) the agent plays a scripted
+    model; else ``model`` is the driver's ``--model openai:NAME --base-url URL`` and ``env`` what
+    the agent's environment adds."""
     node = _need("node")
     _need("npm")
     request.getfixturevalue("pinned_sdk")  # `npm ci` in tests/client on first use (the root conftest)
@@ -196,8 +213,7 @@ def _drive(request: pytest.FixtureRequest, scenario: str, script: str) -> Run:
             str(workspace),
             "--state-dir",
             str(tmp_path_factory.mktemp("state")),
-            "--script",
-            str(CLIENT_DIR / script),
+            *(["--script", str(CLIENT_DIR / script)] if script is not None else model),
             "--scenario",
             scenario,
             "--timeout-ms",
@@ -208,7 +224,7 @@ def _drive(request: pytest.FixtureRequest, scenario: str, script: str) -> Run:
         text=True,
         timeout=40,
         check=False,
-        env=os.environ.copy(),
+        env={**_without_model_settings(os.environ), **(env or {})},
     )
     assert result.returncode == 0, f"the driver failed:\n{result.stdout[-8000:]}\n{result.stderr[-4000:]}"
     return Run(json.loads(result.stdout), workspace)

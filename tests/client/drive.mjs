@@ -2,8 +2,12 @@
 // and prints one JSON document with everything the SDK handed to the client app, plus the raw
 // transcript of both directions. tests/test_official_client.py asserts on that document.
 //
-//   node drive.mjs --python PY --workspace DIR --state-dir DIR --script MODEL.json
-//                  [--scenario tools|editor|features] [--timeout-ms N]
+//   node drive.mjs --python PY --workspace DIR --state-dir DIR
+//                  (--script MODEL.json | --model openai:NAME --base-url URL)
+//                  [--scenario tools|editor|features|terminals|real_model] [--timeout-ms N]
+//
+// With --script the agent plays a scripted model; with --model and --base-url it talks to an
+// OpenAI-compatible server (the test's fake one, tests/fake_openai.py), as with a real model.
 //
 // Scenario `tools` (the default) sends one prompt whose script runs the reference tools (cards,
 // terminal, permissions, fs/*). Scenario `editor` is what an editor draws besides tool cards: the
@@ -13,7 +17,9 @@
 // with it), questions to the user (elicitation), notices, and session housekeeping.
 // `terminals` is a client that offers terminals (terminal: true, no _meta convention, like Toad or
 // acpx) and serves terminal/* with real subprocesses: one prompt runs commands that print, fail,
-// and a `sleep 30` this client cancels once its terminal shows up in the card.
+// and a `sleep 30` this client cancels once its terminal shows up in the card. `real_model` is
+// what only a real model gives: the reasoning-effort picker, the meter's cost, the title the
+// model writes, and logout.
 //
 // The SDK parses leniently (unknown keys are stripped, an invalid field value falls back to its
 // default, an invalid content block is skipped, an unparsable message is only logged), so this
@@ -35,17 +41,19 @@ const { values: args } = parseArgs({
     workspace: { type: "string" },
     "state-dir": { type: "string" },
     script: { type: "string" },
+    model: { type: "string" },
+    "base-url": { type: "string" },
     scenario: { type: "string", default: "tools" },
     "timeout-ms": { type: "string", default: "15000" },
   },
 });
-for (const name of ["python", "workspace", "state-dir", "script"]) {
+for (const name of ["python", "workspace", "state-dir", ...(args.model ? ["base-url"] : ["script"])]) {
   if (!args[name]) {
     console.error(`drive.mjs: --${name} is required`);
     process.exit(2);
   }
 }
-if (!["tools", "editor", "features", "terminals"].includes(args.scenario)) {
+if (!["tools", "editor", "features", "terminals", "real_model"].includes(args.scenario)) {
   console.error(`drive.mjs: unknown --scenario ${args.scenario}`);
   process.exit(2);
 }
@@ -71,15 +79,19 @@ const record = (kind, data) => {
   return event;
 };
 
-// The scripted model names files by absolute path: `{{cwd}}` is the workspace (as in the golden kit).
-const script = (await readFile(args.script, "utf8")).replaceAll("{{cwd}}", workspace);
 await mkdir(stateDir, { recursive: true });
-const modelPath = path.join(stateDir, "model.json");
-await writeFile(modelPath, script);
+let model = ["--model", args.model, "--base-url", args["base-url"]];
+if (!args.model) {
+  // The scripted model names files by absolute path: `{{cwd}}` is the workspace (as in the golden kit).
+  const script = (await readFile(args.script, "utf8")).replaceAll("{{cwd}}", workspace);
+  const modelPath = path.join(stateDir, "model.json");
+  await writeFile(modelPath, script);
+  model = ["--model", `script:${modelPath}`];
+}
 
 const child = spawn(
   args.python,
-  ["-m", "dsh_acp", "--model", `script:${modelPath}`, "--state-dir", stateDir, "--mode", "default"],
+  ["-m", "dsh_acp", ...model, "--state-dir", stateDir, "--mode", "default"],
   { cwd: workspace, stdio: ["pipe", "pipe", "pipe"] },
 );
 let agentStderr = "";
@@ -392,6 +404,34 @@ const scenarios = {
     output.listed = await call(agent, acp.methods.agent.session.list, { cwd: workspace });
     output.deleted = await call(agent, acp.methods.agent.session.delete, { sessionId: output.mcpSession.sessionId });
     output.listedAfter = await call(agent, acp.methods.agent.session.list, { cwd: workspace });
+  },
+
+  // A real model (an OpenAI-compatible server): the reasoning-effort picker turned up, one prompt
+  // whose answer reports usage (the meter, with the session's cost), the title the model writes
+  // after that first turn (in the panel and the history list), then logout.
+  async real_model(agent) {
+    output.initialize = await call(agent, acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: zedCapabilities,
+      clientInfo: zed,
+    });
+    output.newSession = await call(agent, acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const sessionId = output.newSession.sessionId;
+    output.effort = await call(agent, acp.methods.agent.session.setConfigOption, {
+      sessionId,
+      configId: "reasoning_effort",
+      value: "high",
+    });
+    output.prompt = await call(agent, acp.methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "Fix the greeting in src/app.py" }],
+    });
+    // The title follows the answer (one short request to the model): wait for it as the panel does.
+    const titled = () =>
+      events.some((e) => e.kind === "session_update" && e.params.update.sessionUpdate === "session_info_update");
+    while (!titled()) await sleep(20);
+    output.listed = await call(agent, acp.methods.agent.session.list, { cwd: workspace });
+    output.logout = await call(agent, acp.methods.agent.logout, {});
   },
 };
 try {
