@@ -350,9 +350,7 @@ def profile(chunks: int, top: int, trickle: bool) -> None:
     import anyio
     from anyio.lowlevel import checkpoint
 
-    from dsh_acp.cli._args import build_config
-    from dsh_acp.cli._serve import serve
-    from dsh_acp.models._scripted import ScriptedModel
+    from dsh_acp import ScriptedModel, build_config, serve
     from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
 
     if trickle:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fake_openai import FakeOpenAI, chunk, stream_reply
 
-from dsh_acp.cli._args import build_config
+from dsh_acp import build_config
 from dsh_acp.testing import AcpClient
 
 TARGET = 1200

@@ -28,14 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fake_openai import FakeOpenAI, chunk, stream_reply
 
-from dsh_acp.cli._args import build_config
-from dsh_acp.models._model import (
+from dsh_acp import (
     AssistantMessage,
     Message,
     ModelRequest,
     ToolCallRequest,
     ToolResultMessage,
     UserMessage,
+    build_config,
 )
 from dsh_acp.models._openai_request import RequestEncoder, chat_messages
 from dsh_acp.models._settings import ModelSettings

@@ -92,8 +92,7 @@ def run(sessions: int, model: str | None) -> tuple[float, int, float]:
 _TRACED = """
 import gc, os, sys, threading, tracemalloc
 import anyio, orjson
-from dsh_acp.cli._args import build_config
-from dsh_acp.cli._serve import serve
+from dsh_acp import build_config, serve
 from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
 
 config = build_config(sys.argv[2:])

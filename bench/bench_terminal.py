@@ -89,8 +89,7 @@ def serve_agent(script: str, state_dir: str) -> int:
     """``--agent``: dsh-acp configured as the CLI does, with ``spew`` as its only tool."""
     from anyio.lowlevel import checkpoint
 
-    from dsh_acp.cli._args import build_config
-    from dsh_acp.cli._serve import serve_stdio
+    from dsh_acp import build_config, serve_stdio
     from dsh_tools import (
         TerminalCallView,
         TerminalOutput,

@@ -226,7 +226,7 @@ async def test_an_agent_runs_on_the_public_names_alone(acp_schema: AcpSchema, tm
     client.assert_valid()
 
 
-# -- the tests and examples use the public names -----------------------------------------------
+# -- the tests, examples and benches use the public names -----------------------------------------------
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -251,11 +251,12 @@ def _same(module: str, name: str) -> bool:
     return getattr(importlib.import_module(module), name, None) is getattr(dsh_acp, name)
 
 
-def test_tests_and_examples_take_public_names_from_dsh_acp() -> None:
+def test_tests_examples_and_benches_take_public_names_from_dsh_acp() -> None:
     """A private import of a name ``dsh_acp`` offers would make the public surface untested."""
     offered = set(DSH_ACP_ALL)
     misses = []
-    files = [*ROOT.glob("tests/**/*.py"), *ROOT.glob("examples/**/*.py"), ROOT / "conftest.py"]
+    files = [*ROOT.glob("tests/**/*.py"), *ROOT.glob("examples/**/*.py"), *ROOT.glob("bench/*.py")]
+    files.append(ROOT / "conftest.py")
     for path in files:
         if "node_modules" in path.parts:
             continue
