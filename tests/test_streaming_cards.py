@@ -96,8 +96,13 @@ async def test_a_write_is_titled_while_its_content_still_streams(
             assert answer == [{"stopReason": "end_turn"}]
             await client.wait_for(lambda _: bool(client.updates(sid, ["session_info_update"])))
             messages = client.agent_messages[first:]
+            cards = client.updates(sid, ["tool_call", "tool_call_update"])
+            shown_inputs = [u["rawInput"] for u in cards if "rawInput" in u]
         client.assert_valid()
     assert (workspace / "notes.txt").read_text() == "".join(f"line {n}\n" for n in range(8))
+    # A card announced before its arguments came must not show them as empty: a write's full
+    # card has no rawInput to replace it with, so the editor would show "{}" for good.
+    assert shown_inputs == []
     normalizer = Normalizer([str(workspace)], [str(tmp_path)])
     normalizer.add_session(sid)
     got = [

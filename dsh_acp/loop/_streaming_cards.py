@@ -174,7 +174,11 @@ class StreamingCards:
             return
         info = CallInfo(call_id=call_id, name=start.name, arguments={}, view=None, kind=definition.kind)
         self._cards[call_id] = _Card(info, definition, start.name)
-        await self._session.send(announce_call(info, "pending", self._session.render))
+        card = announce_call(info, "pending", self._session.render)
+        # No rawInput until the arguments are complete: an edit's or a write's full card carries
+        # none to replace it, so an early "{}" would stay on the editor's card for good.
+        card.pop("rawInput", None)
+        await self._session.send(card)
 
     async def grew(self, event: ToolCallArguments) -> None:
         """The call's arguments grew: retitle its card if the presenter now says more."""
