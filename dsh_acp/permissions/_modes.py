@@ -114,7 +114,7 @@ def mode_gate(registry: ToolRegistry) -> PreExecuteListener:
         read_only = definition is not None and definition.read_only
         if mode == "plan" and not read_only:
             return Deny(
-                f"the session is in plan mode, where only read-only tools run ({execution.name} is {kind}); "
+                f"the session is in plan mode, where only read-only tools run ({execution.name} is not one); "
                 "describe the change instead, and the user can switch modes to let it run"
             )
         if isinstance(decision, Ask):
