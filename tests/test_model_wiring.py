@@ -4,6 +4,7 @@ whole turn against a local fake server through the CLI's own configuration."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -367,3 +368,24 @@ async def test_a_cost_without_a_window_is_logged_and_survives_a_reload(
         client.assert_valid()
     # gpt-3.5-turbo: $0.50 per million input tokens, $1.50 per million output: both requests count.
     assert meter["cost"] == {"amount": pytest.approx(0.00065 + 0.00115), "currency": "USD"}
+
+
+async def test_a_server_that_is_not_running_is_named_with_the_systems_reason(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    # The first thing many users meet (the local server not started yet): what they read must
+    # be the URL and why, not the HTTP library's "ssl:default [Connect call failed (...)]".
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    args = ["--model", "openai:fake", "--base-url", url, "--state-dir", str(tmp_path / "state")]
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "DSH_API_KEY": ""}
+    async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        for prompt in ("hi", "again"):  # and it keeps serving
+            with pytest.raises(RpcError) as info:
+                await client.prompt(sid, prompt)
+            assert info.value.message == f"cannot connect to {url}: connection refused"
+    client.assert_valid()

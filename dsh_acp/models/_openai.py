@@ -44,6 +44,7 @@ from dsh_acp._version import VERSION
 
 from ._model import ContextOverflow, ModelAuthError, ModelError, ModelEvent, ModelRequest
 from ._openai_errors import (
+    connect_reason,
     content_type,
     detail_line,
     display_url,
@@ -274,7 +275,9 @@ class OpenAIModel:
             except TimeoutError:
                 raise ModelError(self._no_answer()) from None
             except aiohttp.ClientConnectorError as error:
-                raise ModelError(f"cannot connect to {self._where}: {self._scrub(reason(error))}") from None
+                raise ModelError(
+                    f"cannot connect to {self._where}: {self._scrub(connect_reason(error))}"
+                ) from None
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as error:
                 # Often a pooled connection the server had closed: worth another try.
                 failure = f"the connection to {self._where} was lost before the answer ({reason(error)})"

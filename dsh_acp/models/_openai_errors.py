@@ -4,6 +4,8 @@ and the prompt's size, and the wait a server asks for before a retry."""
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -11,6 +13,7 @@ from dsh_acp._brief import brief, one_line
 
 __all__ = [
     "DETAIL_CHARS",
+    "connect_reason",
     "content_type",
     "detail_line",
     "display_url",
@@ -90,6 +93,18 @@ def overflow(status: int, detail: str, document: Any) -> tuple[int | None, int |
 
 def reason(error: BaseException) -> str:
     return detail_line(str(error)) or type(error).__name__
+
+
+def connect_reason(error: BaseException) -> str:
+    """Why a connection could not be made, as the system says it ("connection refused", "name
+    or service not known"): the HTTP library's own text names its SSL context even for http://
+    and repeats the address the message already gives."""
+    cause = getattr(error, "os_error", None)
+    if isinstance(cause, socket.gaierror) and cause.strerror:
+        return cause.strerror.lower()
+    if isinstance(cause, OSError) and cause.errno and cause.errno > 0:
+        return os.strerror(cause.errno).lower()
+    return reason(error)
 
 
 def content_type(headers: Mapping[str, str]) -> str:
