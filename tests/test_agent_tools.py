@@ -3,13 +3,14 @@ permission flow, failures of every sort, parallel calls and cancellation."""
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from typing import Any
 
 import anyio
 import pytest
 
-from dsh_acp import AssistantMessage, ContextMessage, ToolResultMessage
+from dsh_acp import AssistantMessage, ContextMessage, RpcError, ToolResultMessage
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Accept,
@@ -639,3 +640,29 @@ async def test_a_rejected_call_fails_on_its_own_card_and_the_model_hears_why(
     results = [m for m in messages if isinstance(m, ToolResultMessage)]
     assert [r.call_id for r in results] == ["d1", "ok", "ok-2"]
     assert "nested deeper than" in results[0].content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_permission_prompt_that_fails_says_why_the_client_gave(
+    acp_schema: AcpSchema, tmp_path: Any
+) -> None:
+    # acpx answers a prompt the user aborts with Ctrl+C as {"code": -32603, "message": "Internal
+    # error", "data": {"details": "Aborted with Ctrl+C"}}: the card must say the details too.
+    script = tmp_path / "script.json"
+    call = {"id": "b1", "name": "bash", "arguments": {"command": "echo one", "description": "one"}}
+    script.write_text(json.dumps({"turns": [[{"tool_calls": [call]}, {"text": "done"}]]}))
+
+    async def abort(method: str, params: Any) -> Any:
+        raise RpcError(-32603, "Internal error", {"details": "Aborted with Ctrl+C"})
+
+    args = ["--model", f"script:{script}", "--state-dir", str(tmp_path / "state")]
+    async with AcpClient.subprocess(
+        args,
+        schema=acp_schema,
+        on_agent_request=lambda m, p: abort(m, p) if m == "session/request_permission" else None,
+    ) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        assert await client.prompt(sid, "go") == {"stopReason": "end_turn"}
+        (failed,) = [u for u in client.updates(sid, ["tool_call_update"]) if u.get("status") == "failed"]
+    client.assert_valid()
+    assert "(Internal error: Aborted with Ctrl+C)" in json.dumps(failed["content"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Literal
+from typing import Final, Literal
 
 import anyio
 
@@ -19,7 +19,7 @@ from dsh_acp.permissions._questions import Question
 from dsh_acp.rpc._connection import RpcError
 from dsh_acp.session._events import PermissionAnswered
 from dsh_acp.session._session import Session
-from dsh_tools import Allow, Ask, Deny, ToolExecution
+from dsh_tools import Allow, Ask, Deny, ToolExecution, shown_text
 
 __all__ = ["PermissionQuestion"]
 
@@ -62,7 +62,7 @@ class PermissionQuestion:
         try:
             response = await session.io.request("session/request_permission", params)
         except RpcError as error:
-            return Deny(f"the user's client declined to ask for permission ({error.message})")
+            return Deny(f"the user's client declined to ask for permission ({_client_reason(error)})")
         outcome = response.get("outcome") if isinstance(response, dict) else None
         kind = outcome.get("outcome") if isinstance(outcome, dict) else None
         if kind == "cancelled":
@@ -93,3 +93,19 @@ def _roots(execution: ToolExecution) -> tuple[str, ...]:
     """The real paths of the session's folder and additional directories (the first is its cwd)."""
     cwd = (execution.cwd,) if execution.cwd else ()
     return tuple(os.path.realpath(root) for root in (*cwd, *execution.additional_directories))
+
+
+_REASON_CHARS: Final = 300
+"""A client's reason is cut here: the client is not to be trusted with the card's size."""
+
+
+def _client_reason(error: RpcError) -> str:
+    """The client's message and, when it says more there, its ``data.details``: acpx answers a
+    prompt the user aborted as "Internal error" with the why ("Aborted with Ctrl+C") only in
+    the details."""
+    details = error.data.get("details") if isinstance(error.data, dict) else None
+    said = error.message
+    if isinstance(details, str) and details.strip() and details.strip() != said.strip():
+        said = f"{said}: {details.strip()}"
+    said = shown_text(" ".join(said.split()))
+    return said if len(said) <= _REASON_CHARS else said[: _REASON_CHARS - 1] + "…"
