@@ -87,7 +87,12 @@ class SessionManager:
             tools = ToolRegistry()
             # The mode policy goes first so that it wraps every other policy (see _modes).
             tools.on_pre_execute(mode_gate(tools))
-            for definition in self.config.tools() if self.config.tools else ():
+            try:
+                definitions = self.config.tools() if self.config.tools else ()
+            except Exception as error:  # the user's tool modules (--tools), not the agent's code
+                message = " ".join(str(error).split())
+                raise RpcError(INTERNAL_ERROR, f"the tools could not be loaded: {message:.500}") from None
+            for definition in definitions:
                 tools.register(definition)
             if self.config.configure_registry is not None:
                 self.config.configure_registry(tools)

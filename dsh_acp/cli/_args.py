@@ -165,8 +165,13 @@ def _load_tools(spec: str, parser: argparse.ArgumentParser) -> Callable[[], list
         parser.error(f"--tools takes MODULE:NAME, not {spec!r}")
 
     def load() -> list[Any]:
-        value = getattr(importlib.import_module(module_name), attribute)
-        return list(value() if callable(value) else value)
+        # Loaded when a session first needs its tools, long after the flags were read: the
+        # error names the flag, for the editor to show and the catalog to print.
+        try:
+            value = getattr(importlib.import_module(module_name), attribute)
+            return list(value() if callable(value) else value)
+        except Exception as error:
+            raise ValueError(f"--tools {spec}: {type(error).__name__}: {error}") from error
 
     return load
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from dsh_tools import ToolRegistry, tools_markdown
@@ -23,7 +24,12 @@ def tools_main(argv: Sequence[str]) -> int:
     args, serve_args = parser.parse_known_args(argv)
     config = build_config(serve_args)
     registry = ToolRegistry()
-    for definition in config.tools() if config.tools else ():
+    try:
+        definitions = config.tools() if config.tools else ()
+    except ValueError as error:  # a --tools module that does not load
+        print(f"dsh-acp tools: {error}", file=sys.stderr)
+        return 2
+    for definition in definitions:
         registry.register(definition)
     schemas = registry.schemas()
     if args.markdown:
