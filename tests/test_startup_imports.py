@@ -31,13 +31,27 @@ NOT_BEFORE_INITIALIZE = (
     "dsh_acp.models._settings",
     "dsh_acp.session._store",
     "shutil",  # argparse imports it to measure the terminal: our formatter does not
+    # The full connection: the prelude answers initialize on the bare asyncio loop.
+    "anyio",
+    "typing_extensions",
+    "dsh_acp.rpc._connection",
+    "dsh_acp.rpc._stdio",
+    "dsh_acp.acp._agent",
 )
 
 PROGRAM = """
-import sys
+import asyncio, os, sys
 from dsh_acp import build_config, serve_stdio
-from dsh_acp.rpc._stdio import protocol_stdio
-build_config(sys.argv[1:])
+from dsh_acp.acp._initialize import PreludeAnswers
+from dsh_acp.rpc._prelude import answer_first_requests
+from dsh_acp.rpc._protocol_fds import protocol_fds
+config = build_config(sys.argv[1:])
+to_agent, from_agent = os.pipe(), os.pipe()
+request = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}\\n'
+os.write(to_agent[1], request)
+answer = PreludeAnswers(config).answer
+asyncio.run(answer_first_requests(to_agent[0], from_agent[1], answer, max_line_bytes=1000))
+assert os.read(from_agent[0], 10000).startswith(b'{"jsonrpc":"2.0","id":1,"result":')
 print(" ".join(sorted(sys.modules)))
 """
 

@@ -11,23 +11,21 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
-from dsh_acp._config import VERSION, AgentConfig
-from dsh_acp.rpc._connection import METHOD_NOT_FOUND, Connection, Reply, RequestId, RpcError, invalid_params
+from dsh_acp._config import AgentConfig
+from dsh_acp.rpc._connection import METHOD_NOT_FOUND, Connection, Reply, RequestId, RpcError
 
-from ._client_profile import ClientProfile, TerminalsChoice, client_profile
+from ._client_profile import ClientProfile
+from ._initialize import PROTOCOL_VERSION, initialize_answer
 
 if TYPE_CHECKING:
     from ._session_methods import SessionMethods
 
 __all__ = ["PROTOCOL_VERSION", "Agent"]
-
-PROTOCOL_VERSION = 1
-"""The newest (and only) ACP version this agent speaks."""
 
 _log = logging.getLogger("dsh_acp.agent")
 
@@ -80,53 +78,16 @@ class Agent:
     # -- initialize ---------------------------------------------------------------------------
 
     def _initialize(self, params: Any) -> dict[str, Any]:
-        if not isinstance(params, dict):
-            raise invalid_params("initialize takes an object", kind="dict_type")
-        version = params.get("protocolVersion")
-        if type(version) is str:
-            # A version that is not a number (some clients send "1", or a date) is version 0, the
-            # Rust reference library's rule: we answer with ours and the client decides.
-            version = 0
-        if type(version) is not int or not 0 <= version <= 65535:
-            raise invalid_params("protocolVersion must be an integer from 0 to 65535", "protocolVersion")
-        terminals = cast(TerminalsChoice, self.config.terminals)
-        self.profile = client_profile(params.get("clientCapabilities"), params.get("clientInfo"), terminals)
+        result, self.profile = initialize_answer(self.config, params)
         if self._methods is not None:
             self._methods.profile = self.profile
-        durable = self.config.state_dir is not None
-        return {
-            # We speak only version 1: an unknown (newer) version is answered with ours, never echoed.
-            "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {
-                "loadSession": durable,
-                "promptCapabilities": {
-                    "image": any(choice.accepts_images for choice in self.config.models[:1]),
-                    "audio": False,
-                    "embeddedContext": True,
-                },
-                # Stdio servers always; http too (dsh_acp.mcp._servers.HTTP_SUPPORTED, checked by a test).
-                "mcpCapabilities": {"http": True, "sse": False},
-                "sessionCapabilities": {
-                    "close": {},
-                    "additionalDirectories": {},
-                    **({"list": {}, "resume": {}, "delete": {}} if durable else {}),
-                },
-                # A stored key (``dsh-acp login``) can be cleared: only with a real model.
-                **({"auth": {"logout": {}}} if self.config.model_source is not None else {}),
-                # A prompt sent while a turn runs is queued, not refused. There is no ACP field for
-                # this yet; clients look for the key claude-agent-acp introduced, so both are set.
-                "_meta": {"promptQueueing": True, "claudeCode": {"promptQueueing": True}},
-            },
-            "authMethods": self._auth_methods(),
-            "agentInfo": {"name": "dsh-acp", "title": "dsh-acp", "version": VERSION},
-        }
+        return result
 
-    def _auth_methods(self) -> list[dict[str, Any]]:
-        if self.config.model_source is None:
-            return []
-        from dsh_acp.models._settings import auth_methods
-
-        return auth_methods(terminal_login=self.profile.terminal_login)
+    def initialized(self, profile: ClientProfile) -> None:
+        """``initialize`` was answered before this agent existed (the prelude on stdio): take the
+        client's profile from that answer and warm up as after our own."""
+        self.profile = profile
+        self.background.start_soon(self._warm_up, name="warm-up after initialize")
 
     async def _warm_up(self) -> None:
         """Once ``initialize`` is answered, load what sessions need while the editor digests the

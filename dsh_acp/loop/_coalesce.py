@@ -13,21 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import anyio
 from anyio.abc import TaskGroup
 
+from ._coalesce_policy import CoalescePolicy
+
 __all__ = ["CoalescePolicy", "OutputCoalescer"]
-
-
-@dataclass(frozen=True, slots=True)
-class CoalescePolicy:
-    """When to flush. ``max_delay=None`` flushes on size and at the end only, which makes the
-    chunking independent of timing (the golden kit uses it)."""
-
-    max_bytes: int = 64 * 1024
-    max_delay: float | None = 0.05
 
 
 class OutputCoalescer:

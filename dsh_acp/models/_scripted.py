@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import orjson
 
 if TYPE_CHECKING:
@@ -164,6 +163,9 @@ class ScriptedModel:
                 f" (it has {len(turn)})"
             )
         step = turn[step_index]
+        if step.get("delay_ms") or step.get("hang"):
+            import anyio  # not at the top: the script is read before initialize is answered
+
         if step.get("delay_ms"):
             await anyio.sleep(step["delay_ms"] / 1000)
         if step.get("hang"):

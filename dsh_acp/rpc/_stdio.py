@@ -1,9 +1,5 @@
-"""The protocol's stdin/stdout, guarded at the file-descriptor level.
-
-stdout belongs to the protocol, and a stray ``print()``, a C extension writing to fd 1, or a child
-process that inherited fd 1 would corrupt the wire. So the protocol writes to a private duplicate of
-fd 1 and fd 1 itself is pointed at stderr. Likewise the protocol reads a private duplicate of fd 0
-and fd 0 is pointed at /dev/null, so no child can steal the client's messages.
+"""anyio byte streams on file descriptors: the protocol's stdin/stdout (guarded by
+``protocol_fds``), an MCP server's pipes.
 
 The streams use ``os.read``/``os.write`` on the file descriptors directly, waiting for readiness only
 when a pipe is empty or full: no thread hop, one system call per read or write.
@@ -11,10 +7,8 @@ when a pipe is empty or full: no thread hop, one system call per read or write.
 
 from __future__ import annotations
 
-import io
 import os
 import stat
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
@@ -23,7 +17,9 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.lowlevel import checkpoint
 
-__all__ = ["FdReceiveStream", "FdSendStream", "protocol_stdio"]
+from ._protocol_fds import protocol_fds
+
+__all__ = ["FdReceiveStream", "FdSendStream", "protocol_stdio", "protocol_streams"]
 
 # How a file descriptor is waited on.
 _NONBLOCKING: Final = "nonblocking"  # pipes and sockets: O_NONBLOCK, wait only on EAGAIN
@@ -72,10 +68,18 @@ class _Fd:
 
 
 class FdReceiveStream(ByteReceiveStream):
-    """Read bytes from a file descriptor (pipe, socket, terminal, regular file or /dev/null)."""
+    """Read bytes from a file descriptor (pipe, socket, terminal, regular file or /dev/null).
 
-    def __init__(self, fd: int, *, close_fd: bool = False) -> None:
+    ``already_read``: bytes someone read from the descriptor before this stream was made (they are
+    received first); ``ended``: that reader saw the end of input (a terminal reports it only once).
+    """
+
+    def __init__(
+        self, fd: int, *, close_fd: bool = False, already_read: bytes = b"", ended: bool = False
+    ) -> None:
         self._fd = _Fd(fd, close_fd=close_fd)
+        self._already_read = already_read
+        self._ended = ended
 
     @property
     def fileno(self) -> int:
@@ -86,6 +90,8 @@ class FdReceiveStream(ByteReceiveStream):
         """Return what is available (at least one byte); raise ``anyio.EndOfStream`` at end of file."""
         fd = self._fd
         fd.check_open()
+        if self._already_read or self._ended:
+            return await self._receive_already_read(max_bytes)
         waited = False
         while True:
             if fd.mode == _POLL:
@@ -109,6 +115,14 @@ class FdReceiveStream(ByteReceiveStream):
             await checkpoint()
         if not data:
             raise anyio.EndOfStream
+        return data
+
+    async def _receive_already_read(self, max_bytes: int) -> bytes:
+        await checkpoint()
+        data = self._already_read[:max_bytes]
+        self._already_read = self._already_read[max_bytes:]
+        if not data:
+            raise anyio.EndOfStream  # only ``ended`` is left
         return data
 
     async def aclose(self) -> None:
@@ -182,76 +196,24 @@ class FdSendStream(ByteSendStream):
         await checkpoint()
 
 
-def _widen_pipe(fd: int) -> None:
-    """Let the pipe to the editor hold 1 MiB (Linux; 64 KiB by default), when it is one: a burst of
-    output leaves in whole messages, not a page at a time as the editor reads. (What
-    ``dsh_tools.widen_pipe`` does: not imported, as this runs before ``initialize``, which must not
-    wait for dsh_tools and pydantic.)"""
-    import fcntl
-
-    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if set_size is not None:
-        try:
-            fcntl.fcntl(fd, set_size, 1 << 20)
-        except OSError:  # not a pipe (a terminal, a file), or above the user's pipe quota
-            pass
+@contextmanager
+def protocol_stdio() -> Iterator[tuple[FdReceiveStream, FdSendStream]]:
+    """Take over stdin/stdout for the protocol (``protocol_fds``) and yield
+    ``(receive_stream, send_stream)`` on the protocol's private descriptors."""
+    with protocol_fds() as (read_fd, write_fd), protocol_streams(read_fd, write_fd) as streams:
+        yield streams
 
 
 @contextmanager
-def protocol_stdio() -> Iterator[tuple[FdReceiveStream, FdSendStream]]:
-    """Take over stdin/stdout for the protocol and yield ``(receive_stream, send_stream)``.
-
-    While inside: fd 1 and ``sys.stdout`` write to stderr, fd 0 and ``sys.stdin`` read /dev/null, and
-    the protocol uses private, close-on-exec duplicates of the original fds 0 and 1. Everything is
-    restored on exit.
-    """
-    # os.dup makes the copies non-inheritable, so children never see the protocol's pipes.
-    protocol_in = os.dup(0)
-    protocol_out = os.dup(1)
-    _widen_pipe(protocol_out)
-    saved_in = os.dup(0)
-    saved_out = os.dup(1)
-    old_stdout, old_stdin = sys.stdout, sys.stdin
-    _point_at(1, 2, os.O_WRONLY)
-    _point_at(0, None, os.O_RDONLY)
-    if old_stdout is not None:
-        try:
-            old_stdout.flush()  # anything buffered before now goes to stderr, not the wire
-        except (OSError, ValueError):
-            pass
-    sys.stdout = our_stdout = io.TextIOWrapper(
-        io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True
-    )
-    sys.stdin = our_stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-    receive = FdReceiveStream(protocol_in, close_fd=True)
-    send = FdSendStream(protocol_out, close_fd=True)
+def protocol_streams(
+    read_fd: int, write_fd: int, *, already_read: bytes = b"", ended: bool = False
+) -> Iterator[tuple[FdReceiveStream, FdSendStream]]:
+    """Streams that own ``read_fd`` and ``write_fd``, closed on exit if the connection did not
+    close them first. ``already_read`` and ``ended``: see ``FdReceiveStream``."""
+    receive = FdReceiveStream(read_fd, close_fd=True, already_read=already_read, ended=ended)
+    send = FdSendStream(write_fd, close_fd=True)
     try:
         yield receive, send
     finally:
-        try:
-            our_stdout.close()  # flushes what handlers printed, to stderr
-        except OSError:
-            pass
-        our_stdin.close()
-        sys.stdout, sys.stdin = old_stdout, old_stdin
         receive._fd.close()
         send._fd.close()
-        os.dup2(saved_out, 1)
-        os.dup2(saved_in, 0)
-        os.close(saved_out)
-        os.close(saved_in)
-
-
-def _point_at(target: int, source: int | None, flags: int) -> None:
-    """Make ``target`` refer to what ``source`` refers to, or to /dev/null."""
-    if source is not None:
-        try:
-            os.dup2(source, target)
-            return
-        except OSError:
-            pass  # source not open (a daemon without stderr): fall back to /dev/null
-    null = os.open(os.devnull, flags)
-    try:
-        os.dup2(null, target)
-    finally:
-        os.close(null)

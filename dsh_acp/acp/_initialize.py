@@ -1,0 +1,93 @@
+"""The answer to ``initialize``: what the agent can do, and what it learns of the client.
+
+An editor shows nothing until this answer arrives, so it is made from the configuration alone,
+without anyio, pydantic, the tools or the model: on stdio it is written before the rest of the
+agent is even imported (``PreludeAnswers``, for ``dsh_acp.rpc._prelude``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from dsh_acp._config import AgentConfig
+from dsh_acp._version import VERSION
+from dsh_acp.rpc._errors import RpcError, invalid_params
+
+from ._client_profile import ClientProfile, TerminalsChoice, client_profile
+
+__all__ = ["PROTOCOL_VERSION", "PreludeAnswers", "initialize_answer"]
+
+PROTOCOL_VERSION = 1
+"""The newest (and only) ACP version this agent speaks."""
+
+
+def initialize_answer(config: AgentConfig, params: Any) -> tuple[dict[str, Any], ClientProfile]:
+    """The result of ``initialize`` and the client's profile; ``RpcError`` for invalid params."""
+    if not isinstance(params, dict):
+        raise invalid_params("initialize takes an object", kind="dict_type")
+    version = params.get("protocolVersion")
+    if type(version) is str:
+        # A version that is not a number (some clients send "1", or a date) is version 0, the
+        # Rust reference library's rule: we answer with ours and the client decides.
+        version = 0
+    if type(version) is not int or not 0 <= version <= 65535:
+        raise invalid_params("protocolVersion must be an integer from 0 to 65535", "protocolVersion")
+    terminals = cast(TerminalsChoice, config.terminals)
+    profile = client_profile(params.get("clientCapabilities"), params.get("clientInfo"), terminals)
+    durable = config.state_dir is not None
+    result = {
+        # We speak only version 1: an unknown (newer) version is answered with ours, never echoed.
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": durable,
+            "promptCapabilities": {
+                "image": any(choice.accepts_images for choice in config.models[:1]),
+                "audio": False,
+                "embeddedContext": True,
+            },
+            # Stdio servers always; http too (dsh_acp.mcp._servers.HTTP_SUPPORTED, checked by a test).
+            "mcpCapabilities": {"http": True, "sse": False},
+            "sessionCapabilities": {
+                "close": {},
+                "additionalDirectories": {},
+                **({"list": {}, "resume": {}, "delete": {}} if durable else {}),
+            },
+            # A stored key (``dsh-acp login``) can be cleared: only with a real model.
+            **({"auth": {"logout": {}}} if config.model_source is not None else {}),
+            # A prompt sent while a turn runs is queued, not refused. There is no ACP field for
+            # this yet; clients look for the key claude-agent-acp introduced, so both are set.
+            "_meta": {"promptQueueing": True, "claudeCode": {"promptQueueing": True}},
+        },
+        "authMethods": _auth_methods(config, profile),
+        "agentInfo": {"name": "dsh-acp", "title": "dsh-acp", "version": VERSION},
+    }
+    return result, profile
+
+
+def _auth_methods(config: AgentConfig, profile: ClientProfile) -> list[dict[str, Any]]:
+    if config.model_source is None:
+        return []
+    from dsh_acp.models._settings import auth_methods
+
+    return auth_methods(terminal_login=profile.terminal_login)
+
+
+class PreludeAnswers:
+    """The prelude's answerer: ``initialize`` when its params are valid, nothing else (the full
+    connection answers the rest, invalid ``initialize`` params included, with the same code).
+
+    ``profile`` is the client's profile from the last ``initialize`` answered, for the agent.
+    """
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.profile: ClientProfile | None = None
+
+    def answer(self, method: str, params: Any) -> dict[str, Any] | None:
+        if method != "initialize":
+            return None
+        try:
+            result, self.profile = initialize_answer(self.config, params)
+        except RpcError:
+            return None
+        return result
