@@ -30,12 +30,19 @@ async def serve(
     send: ByteSendStream,
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    initialized: ClientProfile | None = None,
 ) -> None:
-    """Serve one client until it closes its end; then cancel every turn and release sessions.
+    """Serve one client until it closes its end; then cancel every turn and release sessions."""
+    await _serve(config, receive, send, max_message_bytes, None)
 
-    ``initialized``: the client's profile when ``initialize`` was already answered (by the prelude).
-    """
+
+async def _serve(
+    config: AgentConfig,
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    max_message_bytes: int,
+    initialized: ClientProfile | None,
+) -> None:
+    """``serve``; ``initialized``: the client's profile when the prelude answered ``initialize``."""
     import anyio
 
     from dsh_acp.acp._agent import Agent
@@ -133,5 +140,5 @@ async def _serve_after_prelude(
                 group.cancel_scope.cancel()
 
             group.start_soon(stop_on_signal)
-            await serve(config, receive, send, max_message_bytes=max_message_bytes, initialized=profile)
+            await _serve(config, receive, send, max_message_bytes, profile)
             group.cancel_scope.cancel()
