@@ -136,6 +136,8 @@ class ScriptedModel:
         return f"script:{self.source}"
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        import anyio  # not at the top: the script is read before initialize is answered
+
         from ._model import (
             ARGUMENTS_SHOWN,
             Finish,
@@ -163,9 +165,6 @@ class ScriptedModel:
                 f" (it has {len(turn)})"
             )
         step = turn[step_index]
-        if step.get("delay_ms") or step.get("hang"):
-            import anyio  # not at the top: the script is read before initialize is answered
-
         if step.get("delay_ms"):
             await anyio.sleep(step["delay_ms"] / 1000)
         if step.get("hang"):
