@@ -276,3 +276,58 @@ async def test_end_of_input_finishes_the_line_being_written(fast_path: bool) -> 
     numbers = [orjson.loads(line)["params"]["n"] for line in bytes(received).splitlines()]
     assert numbers == list(range(len(numbers)))
     assert 0 < len(numbers) < 300
+
+
+async def test_a_message_after_a_quiet_spell_is_written_by_notify_itself() -> None:
+    """A trickle (a model's tokens from the network) is written by notify() at once, without the
+    loop turn a scheduled flush costs: the line is in the pipe before the producer yields."""
+    to_agent_read, to_agent_write = os.pipe()
+    from_agent_read, from_agent_write = os.pipe()
+    os.set_blocking(from_agent_read, False)  # a line not written yet raises instead of waiting
+    connection = Connection(
+        FdReceiveStream(to_agent_read, close_fd=True),
+        FdSendStream(from_agent_write, close_fd=True),
+        Silent(),
+        burst_gap=0.001,
+    )
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(connection.serve)
+            await anyio.wait_all_tasks_blocked()  # the writer is idle
+            for n in range(5):
+                await anyio.sleep(0.01)  # longer than burst_gap
+                await connection.notify("n", {"n": n})
+                assert os.read(from_agent_read, 1000) == encode_message(
+                    {"jsonrpc": "2.0", "method": "n", "params": {"n": n}}
+                )
+            os.close(to_agent_write)
+    os.close(from_agent_read)
+
+
+async def test_a_burst_right_behind_a_write_leaves_at_the_end_of_the_turn_in_one_write() -> None:
+    to_agent_read, to_agent_write = os.pipe()
+    from_agent_read, from_agent_write = os.pipe()
+    send = FdSendStream(from_agent_write, close_fd=True)
+    writes: list[bytes] = []
+    write_nowait = send.write_nowait
+
+    def counting_write_nowait(data: bytes) -> int:
+        writes.append(data)
+        return write_nowait(data)
+
+    send.write_nowait = counting_write_nowait  # type: ignore[method-assign]
+    # A gap of a minute: everything after the first write is inside the burst.
+    connection = Connection(FdReceiveStream(to_agent_read, close_fd=True), send, Silent(), burst_gap=60)
+    lines = [encode_message({"jsonrpc": "2.0", "method": "n", "params": {"n": n}}) for n in range(10)]
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(connection.serve)
+            await anyio.wait_all_tasks_blocked()
+            for n in range(10):
+                await connection.notify("n", {"n": n})
+            assert writes == [lines[0]]  # the first at once; the rest wait for the turn's end
+            await anyio.lowlevel.checkpoint()
+            assert writes == [lines[0], b"".join(lines[1:])]
+            os.close(to_agent_write)
+    assert os.read(from_agent_read, 10000) == b"".join(lines)
+    os.close(from_agent_read)

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from inspect import CORO_CREATED, getcoroutinestate, iscoroutine
+from time import monotonic_ns
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeGuard
 
 import anyio
@@ -143,8 +144,10 @@ class Connection:
 
     Output is queued synchronously and written in call order. When the send stream also offers
     ``write_nowait(data) -> int`` (write what fits now, without waiting; see ``FdSendStream``) and the
-    loop is asyncio, each loop turn's output is written from a loop callback in one system call;
-    otherwise, and whenever the peer falls behind, a writer task does the writing.
+    loop is asyncio, each loop turn's output is written from a loop callback in one system call
+    (a message more than ``burst_gap`` seconds after the previous write, the trickle of a model's
+    tokens, is written at once instead: no output of that turn can be ahead of it); otherwise, and
+    whenever the peer falls behind, a writer task does the writing.
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class Connection:
         drain_timeout: float = 0.25,
         finish_line_timeout: float = 2.0,
         read_size: int = 256 * 1024,
+        burst_gap: float = 0.001,
     ) -> None:
         self._receive_stream = receive_stream
         self._send_stream = send_stream
@@ -178,6 +182,8 @@ class Connection:
         self._write_nowait: Callable[[bytes], int] | None = None
         self._call_soon: Callable[[Callable[[], None]], object] | None = None
         self._flush_scheduled = False
+        self._burst_gap_ns = burst_gap_ns = int(burst_gap * 1e9)
+        self._flushed_at = -burst_gap_ns  # when output last left by the fast path
         # What the writer task is sending, and whether the bytes written so far end mid-line: on
         # shutdown the line being written is finished (never half a message), nothing after it.
         self._sending: bytes | None = None
@@ -212,9 +218,9 @@ class Connection:
         if self._closed:
             return
         if params is None:
-            self._write(encode_message({"jsonrpc": "2.0", "method": method}))
+            self._write(encode_message({"jsonrpc": "2.0", "method": method}), at_once=True)
         else:
-            self._write(encode_message({"jsonrpc": "2.0", "method": method, "params": params}))
+            self._write(encode_message({"jsonrpc": "2.0", "method": method, "params": params}), at_once=True)
         if self._pending_bytes > self._high_water:
             await self._wait_drained()
 
@@ -252,22 +258,29 @@ class Connection:
             raise waiter.error
         return waiter.result
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, at_once: bool = False) -> None:
         self._pending.append(data)
         self._pending_bytes += len(data)
         if self._writer_wakeup is None or self._flush_scheduled:
             return  # the writer is busy and takes the queue next, or a flush is already due
-        if self._call_soon is not None:
-            # Write from a plain callback at the end of this loop turn: all that is queued by then
-            # goes out in one system call, without switching to the writer task (that switch costs
-            # as much as the rest of a notification).
+        if self._call_soon is None:
+            self._wake_writer()
+        elif at_once and monotonic_ns() - self._flushed_at >= self._burst_gap_ns:
+            # A notification after a quiet spell (a model's next token from the network) is
+            # written now: a flush scheduled for it alone would cost a loop turn of its own, as
+            # much CPU again as relaying the token. Answers keep the end of the turn, so the
+            # notifications that follow one (a session's commands) leave in the same write.
+            self._flush_now()
+        else:
+            # Inside a burst: write from a plain callback at the end of this loop turn, so all that
+            # is queued by then goes out in one system call, without switching to the writer task
+            # (that switch costs as much as the rest of a notification).
             self._flush_scheduled = True
             self._call_soon(self._flush_now)
-        else:
-            self._wake_writer()
 
     def _flush_now(self) -> None:
         self._flush_scheduled = False
+        self._flushed_at = monotonic_ns()
         if self._writer_wakeup is None or not self._pending:
             return  # the writer has data in flight: writing here would reorder
         assert self._write_nowait is not None
