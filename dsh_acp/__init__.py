@@ -54,7 +54,8 @@ if TYPE_CHECKING:
         UserMessage,
     )
     from dsh_acp.models._scripted import ScriptedModel, ScriptError, ScriptExhausted
-    from dsh_acp.rpc._connection import ConnectionClosed, RpcError
+    from dsh_acp.rpc._connection import ConnectionClosed
+    from dsh_acp.rpc._errors import RpcError
 
     __version__: str
 
@@ -89,7 +90,7 @@ _HOME = {
     "ScriptExhausted": "dsh_acp.models._scripted",
     "ScriptedModel": "dsh_acp.models._scripted",
     "ConnectionClosed": "dsh_acp.rpc._connection",
-    "RpcError": "dsh_acp.rpc._connection",
+    "RpcError": "dsh_acp.rpc._errors",
 }
 """Each public name's home: the module that holds it."""
 

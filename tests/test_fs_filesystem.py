@@ -85,7 +85,7 @@ async def test_one_format_rule_for_the_disk_and_a_client(
     # fs/read_text_file gets its line endings and BOM back as the disk does.
     from dsh_acp import RpcError
     from dsh_acp.acp._client_fs import ClientFileSystem
-    from dsh_acp.rpc._connection import RESOURCE_NOT_FOUND
+    from dsh_acp.rpc._errors import RESOURCE_NOT_FOUND
 
     target = tmp_path / "f.txt"
     path = str(target)

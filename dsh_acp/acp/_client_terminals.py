@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from dsh_acp._brief import brief
-from dsh_acp.rpc._connection import RpcError
+from dsh_acp.rpc._errors import RpcError
 from dsh_tools.terminals import (
     ExitStatus,
     HostTerminal,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from dsh_acp.rpc._connection import RpcError
+from dsh_acp.rpc._errors import RpcError
 from dsh_acp.session._events import SessionEvent, ToolCalled, ToolCancelled, ToolFinished
 from dsh_tools import GenericCallView, TextBlock, ToolResult
 from dsh_tools.questions import Answer, UserQuestions, answer_text

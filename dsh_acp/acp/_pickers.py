@@ -9,7 +9,7 @@ from typing import Any
 
 from dsh_acp._config import AgentConfig
 from dsh_acp.permissions._modes import MODES, modes_wire
-from dsh_acp.rpc._connection import invalid_params
+from dsh_acp.rpc._errors import invalid_params
 from dsh_acp.session._events import ConfigChanged, ModeChanged
 from dsh_acp.session._session import Session
 

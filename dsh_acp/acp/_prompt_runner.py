@@ -15,7 +15,8 @@ from dsh_acp.loop._titles import model_title, prompt_words, short_title
 from dsh_acp.loop._turn import LoopSettings, StopReason, TurnRunner
 from dsh_acp.models._model import ModelAuthError, ModelError
 from dsh_acp.models._scripted import ScriptExhausted
-from dsh_acp.rpc._connection import AUTH_REQUIRED, INTERNAL_ERROR, Reply, RpcError, invalid_params
+from dsh_acp.rpc._connection import Reply
+from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, RpcError, invalid_params
 from dsh_acp.session._events import TitleSet, TurnStopped, UserPrompt
 from dsh_acp.session._session import Session, Turn
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, TextBlock

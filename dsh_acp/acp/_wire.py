@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from dsh_acp.rpc._connection import validation_error
+from dsh_acp.rpc._errors import validation_error
 from dsh_tools import ContentBlock
 
 __all__ = [

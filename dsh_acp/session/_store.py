@@ -35,7 +35,7 @@ from typing import Any, Final
 import orjson
 
 from dsh_acp._config import default_state_dir
-from dsh_acp.rpc._connection import INTERNAL_ERROR, RpcError
+from dsh_acp.rpc._errors import INTERNAL_ERROR, RpcError
 from dsh_acp.rpc._framing import json_bytes
 from dsh_tools import KnownSecrets, secret_values
 

@@ -10,7 +10,7 @@ needs one import.
 """
 
 from dsh_acp._config import AgentConfig
-from dsh_acp.rpc._connection import RpcError
+from dsh_acp.rpc._errors import RpcError
 
 from ._checks import wire_problems
 from ._client import ZED_CAPABILITIES, AcpClient, PermissionAnswer, WireLine

@@ -18,7 +18,8 @@ import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
 
 from dsh_acp._config import AgentConfig
-from dsh_acp.rpc._connection import INVALID_PARAMS, METHOD_NOT_FOUND, Connection, RequestId, RpcError
+from dsh_acp.rpc._connection import Connection, RequestId
+from dsh_acp.rpc._errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from dsh_acp.rpc._memory import memory_pipe
 from dsh_acp.rpc._tap import LineTapReceive, LineTapSend
 

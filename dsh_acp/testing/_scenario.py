@@ -44,7 +44,7 @@ import anyio
 import orjson
 from anyio.abc import TaskGroup
 
-from dsh_acp.rpc._connection import RpcError
+from dsh_acp.rpc._errors import RpcError
 
 from ._checks import wire_problems
 from ._client import AcpClient

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from anyio.abc import Process, TaskGroup
 
-from dsh_acp.rpc._connection import INVALID_PARAMS, RpcError
+from dsh_acp.rpc._errors import INVALID_PARAMS, RpcError
 
 __all__ = ["TestTerminals"]
 
