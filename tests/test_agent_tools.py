@@ -666,3 +666,34 @@ async def test_a_permission_prompt_that_fails_says_why_the_client_gave(
         (failed,) = [u for u in client.updates(sid, ["tool_call_update"]) if u.get("status") == "failed"]
     client.assert_valid()
     assert "(Internal error: Aborted with Ctrl+C)" in json.dumps(failed["content"])
+
+
+async def test_a_new_file_through_a_client_that_fails_missing_reads_is_asked_for_once(
+    acp_schema: AcpSchema, tmp_path: Any
+) -> None:
+    # acpx answers fs/read_text_file for a file that does not exist with a generic internal
+    # error, not "resource not found": the write must still create the file, and must not ask
+    # the client a second time (each failed request is an error line in acpx's window).
+    script = tmp_path / "script.json"
+    target = tmp_path / "new.txt"
+    call = {"id": "w1", "name": "write", "arguments": {"file_path": str(target), "content": "hi\n"}}
+    script.write_text(json.dumps({"turns": [[{"tool_calls": [call]}, {"text": "done"}]]}))
+    asked: list[str] = []
+
+    async def client_fs(method: str, params: Any) -> Any:
+        asked.append(method)
+        if method == "fs/read_text_file":
+            raise RpcError(-32603, "Internal error", {"details": "ENOENT: no such file or directory"})
+        target.write_text(params["content"])
+        return {}
+
+    args = ["--model", f"script:{script}", "--state-dir", str(tmp_path / "state"), "--mode", "bypass"]
+    async with AcpClient.subprocess(args, schema=acp_schema, on_agent_request=client_fs) as client:
+        await client.initialize({"fs": {"readTextFile": True, "writeTextFile": True}})
+        sid = await client.new_session(str(tmp_path))
+        assert await client.prompt(sid, "go") == {"stopReason": "end_turn"}
+        (done,) = [u for u in client.updates(sid, ["tool_call_update"]) if u.get("status") == "completed"]
+    client.assert_valid()
+    assert asked == ["fs/read_text_file", "fs/write_text_file"]
+    assert target.read_text() == "hi\n"
+    assert done["toolCallId"] == "w1"

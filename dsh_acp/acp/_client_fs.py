@@ -49,8 +49,11 @@ class ClientFileSystem(FileSystem):
         try:
             answer = await self._request("fs/read_text_file", read_text_file_params(self._session_id, path))
         except RpcError as error:
+            # A file the client cannot serve is written as given: remembering that here keeps a
+            # write that follows from asking again (clients such as acpx answer a missing file
+            # with a generic error, and each failed request shows as an error line to the user).
+            self._formats[path] = TextFormat()
             if error.code == RESOURCE_NOT_FOUND:
-                self._formats[path] = TextFormat()  # a new file: a write gives the text as given
                 raise FileNotFoundError(2, "No such file (the editor says)", path) from None
             raise OSError(f"the editor could not read {path}: {error.message}") from None
         content = answer.get("content") if isinstance(answer, dict) else None
