@@ -27,6 +27,8 @@ from dsh_tools import Services, TerminalOutput, TextBlock, ToolExecution, ToolRe
 from reference_tools.bash import BashSettings, bash_tools
 
 MB = 1_000_000
+RATE_TARGET_MB_S = 50.0
+GROWTH_TARGET_MB = 32.0
 
 
 def seq_size(count: int) -> int:
@@ -130,14 +132,24 @@ def main(count: int) -> None:
         "bash tool → counting sink",
         counting.bytes / MB / elapsed,
         "MB/s",
-        "target ≥ 50",
+        f"target ≥ {RATE_TARGET_MB_S:.0f}",
         f"({elapsed:.2f} s, {counting.chunks} chunks)",
     )
-    report("peak RSS growth during the run", growth_mb, "MB", "target ≤ 32")
+    report("peak RSS growth during the run", growth_mb, "MB", f"target ≤ {GROWTH_TARGET_MB:.0f}")
     report("text returned to the model", len(model_text.encode()) / 1024, "KiB")
     exact = counting.bytes == checking.bytes == size and checking.crc == crc
     print(f"live data == output exactly once (length {checking.bytes}, crc32 {checking.crc:08x}): {exact}")
+    rate = counting.bytes / MB / elapsed
+    missed = []
     if not exact:
+        missed.append("the live data was not the output exactly once")
+    if rate < RATE_TARGET_MB_S:
+        missed.append(f"delivered {rate:.1f} MB/s, below {RATE_TARGET_MB_S:.0f}")
+    if growth_mb > GROWTH_TARGET_MB:
+        missed.append(f"peak RSS grew by {growth_mb:.1f} MB")
+    for miss in missed:
+        print(f"MISSED: {miss}")
+    if missed:
         raise SystemExit(1)
 
 
