@@ -54,8 +54,7 @@ if TYPE_CHECKING:
         UserMessage,
     )
     from dsh_acp.models._scripted import ScriptedModel, ScriptError, ScriptExhausted
-    from dsh_acp.rpc._connection import ConnectionClosed
-    from dsh_acp.rpc._errors import RpcError
+    from dsh_acp.rpc._errors import ConnectionClosed, RpcError
 
     __version__: str
 
@@ -89,7 +88,7 @@ _HOME = {
     "ScriptError": "dsh_acp.models._scripted",
     "ScriptExhausted": "dsh_acp.models._scripted",
     "ScriptedModel": "dsh_acp.models._scripted",
-    "ConnectionClosed": "dsh_acp.rpc._connection",
+    "ConnectionClosed": "dsh_acp.rpc._errors",
     "RpcError": "dsh_acp.rpc._errors",
 }
 """Each public name's home: the module that holds it."""

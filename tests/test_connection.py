@@ -14,7 +14,8 @@ from anyio import wait_all_tasks_blocked
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import BaseModel
 
-from dsh_acp.rpc._connection import (
+from dsh_acp.rpc._connection import Connection, RequestId
+from dsh_acp.rpc._errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -22,9 +23,7 @@ from dsh_acp.rpc._connection import (
     PARSE_ERROR,
     REQUEST_CANCELLED,
     RESOURCE_NOT_FOUND,
-    Connection,
     ConnectionClosed,
-    RequestId,
     RpcError,
 )
 from dsh_acp.rpc._framing import Frame, FrameDecoder, Message, encode_message

@@ -231,7 +231,7 @@ async def test_an_agent_runs_on_the_public_names_alone(acp_schema: AcpSchema, tm
 ROOT = Path(__file__).resolve().parent.parent
 
 PRIVATE_ON_PURPOSE = {
-    "tests/test_connection.py": {"dsh_acp.rpc._connection"},
+    "tests/test_connection.py": {"dsh_acp.rpc._errors"},
 }
 """Tests of a private unit that take its public names from the unit itself, beside its internals."""
 

@@ -35,6 +35,8 @@ NOT_BEFORE_INITIALIZE = (
     "anyio",
     "typing_extensions",
     "dsh_acp.rpc._connection",
+    "dsh_acp.rpc._output",
+    "dsh_acp.rpc._requests",
     "dsh_acp.rpc._stdio",
     "dsh_acp.acp._agent",
 )

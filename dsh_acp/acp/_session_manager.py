@@ -18,13 +18,7 @@ from dsh_acp._config import AgentConfig, ModelChoice
 from dsh_acp.loop._commands import available_commands
 from dsh_acp.loop._instructions import ProjectInstructions
 from dsh_acp.permissions._modes import PermissionState, mode_gate
-from dsh_acp.rpc._connection import (
-    AUTH_REQUIRED,
-    INTERNAL_ERROR,
-    RESOURCE_NOT_FOUND,
-    RpcError,
-    invalid_params,
-)
+from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError, invalid_params
 from dsh_acp.session._events import ConfigChanged, SessionEvent
 from dsh_acp.session._memory import collector_paused, release_freed_memory
 from dsh_acp.session._session import Session, SessionIO

@@ -13,14 +13,8 @@ from typing import TYPE_CHECKING, Any
 from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig
-from dsh_acp.rpc._connection import (
-    INTERNAL_ERROR,
-    METHOD_NOT_FOUND,
-    Connection,
-    Reply,
-    RpcError,
-    invalid_params,
-)
+from dsh_acp.rpc._connection import Connection, Reply
+from dsh_acp.rpc._errors import INTERNAL_ERROR, METHOD_NOT_FOUND, RpcError, invalid_params
 from dsh_acp.session._session import SessionIO
 
 from ._client_profile import ClientProfile

@@ -38,8 +38,7 @@ import anyio
 import orjson
 from rich.console import Console
 
-from dsh_acp.rpc._connection import ConnectionClosed
-from dsh_acp.rpc._errors import INTERNAL_ERROR, RpcError
+from dsh_acp.rpc._errors import INTERNAL_ERROR, ConnectionClosed, RpcError
 from dsh_acp.testing import ZED_CAPABILITIES, AcpClient, WireLine
 
 from ._demo_panel import PanelState

@@ -1,5 +1,6 @@
-"""JSON-RPC errors: the codes, ``RpcError`` (raised by handlers to answer with it), and the error
-objects and invalid-params data every answer carries.
+"""JSON-RPC errors: the codes, ``RpcError`` (raised by handlers to answer with it), the error
+objects and invalid-params data every answer carries, and ``ConnectionClosed``, what a call on a
+connection that has ended raises.
 
 Nothing here needs anyio or pydantic: the first answer of a connection is made without either.
 """
@@ -22,6 +23,7 @@ __all__ = [
     "PARSE_ERROR",
     "REQUEST_CANCELLED",
     "RESOURCE_NOT_FOUND",
+    "ConnectionClosed",
     "FieldError",
     "InvalidParamsData",
     "RpcError",
@@ -38,6 +40,10 @@ INTERNAL_ERROR: Final = -32603
 AUTH_REQUIRED: Final = -32000
 RESOURCE_NOT_FOUND: Final = -32002
 REQUEST_CANCELLED: Final = -32800
+
+
+class ConnectionClosed(Exception):
+    """The connection ended (end of input, ``close()``, or the peer stopped reading)."""
 
 
 class RpcError(Exception):
