@@ -99,6 +99,10 @@ def _position(messages: Sequence[Message]) -> tuple[int, int]:
     return max(turn, 0), step
 
 
+_last_checked: tuple[bytes, list[Any]] | None = None
+"""The last script file checked (its bytes) and its turns: an agent plays one script."""
+
+
 class ScriptedModel:
     """A ``Model`` that plays a script file (see the module docstring)."""
 
@@ -122,14 +126,30 @@ class ScriptedModel:
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
-        """Load and check a script file; every problem is reported in one ``ScriptError``."""
+        """Load and check a script file; every problem is reported in one ``ScriptError``.
+
+        Every session builds its model, a loaded one too: the bytes are read each time (an edited
+        script plays its new turns), but bytes that were checked already are not parsed and
+        checked again (for a long script that was most of a short session's load). The checked
+        turns are shared; nothing changes them."""
+        global _last_checked
         try:
-            document = orjson.loads(Path(path).read_bytes())
-        except (OSError, orjson.JSONDecodeError) as error:
+            data = Path(path).read_bytes()
+        except OSError as error:
+            raise ScriptError(f"cannot read script {path}: {error}") from None
+        if _last_checked is not None and _last_checked[0] == data:
+            model = cls.__new__(cls)
+            model._turns, model.source = _last_checked[1], str(path)
+            return model
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError as error:
             raise ScriptError(f"cannot read script {path}: {error}") from None
         if not isinstance(document, dict) or "turns" not in document:
             raise ScriptError(f'script {path} must be a JSON object with a "turns" list')
-        return cls(document["turns"], source=str(path))
+        model = cls(document["turns"], source=str(path))
+        _last_checked = (data, model._turns)
+        return model
 
     @property
     def name(self) -> str:
