@@ -25,6 +25,7 @@ from ._events import READABLE_VERSIONS, SessionEvent
 __all__ = ["LoadedSession", "LogStream", "check_header", "header_of"]
 
 _log = logging.getLogger("dsh_acp.store")
+_NEWLINE = ord("\n")
 
 
 @dataclass
@@ -53,8 +54,12 @@ class LogStream:
         self.name = name
         self.skipped: list[str] = []
         self._data = data
-        # The final line ends here (after it, only newlines): a bad line there was torn.
-        self._end = len(data.rstrip(b"\n"))
+        # The final line ends here (after it, only newlines): a bad line there was torn. Found
+        # from the end, not with ``rstrip``, which would copy the whole log.
+        end = len(data)
+        while end and data[end - 1] == _NEWLINE:
+            end -= 1
+        self._end = end
         header, self._start, self._number = self._header()
         check_header(session_id, header)
         assert header is not None
