@@ -80,9 +80,11 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallInfo:
-    """One tool call as the bridge sees it."""
+    """One tool call as the bridge sees it (nothing changes one once it is made: it is not frozen
+    because a frozen dataclass sets each field through ``object.__setattr__``, which made its
+    construction a tenth of a replayed card's bookkeeping)."""
 
     call_id: str
     name: str
