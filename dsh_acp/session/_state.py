@@ -164,8 +164,13 @@ class SessionState:
         step, results = self._step, self._results
         if step is None or results is None:
             return  # a result for no call of the open step: nothing asked for it
-        call = next((c for c in step if c.id == event.call_id and c.id not in results), None)
-        if call is None:
+        call_id = event.call_id
+        if call_id in results:
+            return  # answered already
+        for call in step:
+            if call.id == call_id:
+                break
+        else:
             return
         if type(event) is ToolFinished:
             results[call.id] = ToolResultMessage(call.id, call.name, event.content, event.is_error)
