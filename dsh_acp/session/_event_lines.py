@@ -235,7 +235,9 @@ def _assistant(r: dict[str, Any]) -> AssistantReply:
         r.get("reasoning") or "",
         _opt_str(r, "text_id"),
         _opt_str(r, "thought_id"),
-        tuple(ToolCallRequest(_str(c, "id"), _str(c, "name"), _str(c, "arguments")) for c in calls),
+        tuple(ToolCallRequest(_str(c, "id"), _str(c, "name"), _str(c, "arguments")) for c in calls)
+        if calls
+        else (),
         r.get("aside") is True,
     )
 
