@@ -6,6 +6,7 @@ update's content replaces the call's, and a text would wipe the diff.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -118,13 +119,20 @@ def _present_read(args: dict[str, Any]) -> ToolCallView:
     return GenericCallView(title=f"Read {path}{window}", kind="read", raw_input=args, locations=locations)
 
 
+@functools.lru_cache(maxsize=256)
+def _extension(path: str) -> str:
+    """The fence's language: the file's extension (kept: a session reads the same files again and
+    again, and a load draws every card again; ``splitext`` is a fifth of this card's cost)."""
+    return os.path.splitext(path)[1].lstrip(".")
+
+
 def _present_read_result(args: dict[str, Any], result: ToolResult) -> ToolResultView | None:
     meta = result_meta(result)
     if meta is None:
         return None
     start, end = meta["start"], meta["end"]
     window = "empty" if not meta["total"] else f"line {start}" if start == end else f"lines {start}-{end}"
-    extension = os.path.splitext(meta["path"])[1].lstrip(".")
+    extension = _extension(meta["path"])
     return GenericResultView(
         title=f"Read {meta['path']} ({window})", content=(text(fenced(text_of(result.content), extension)),)
     )
