@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dsh_acp._coalesce_policy import CoalescePolicy
 from dsh_acp._version import VERSION
-from dsh_acp.loop._coalesce_policy import CoalescePolicy
 from dsh_acp.rpc._framing import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from dsh_acp.loop._coalesce import CoalescePolicy, OutputCoalescer
+from dsh_acp._coalesce_policy import CoalescePolicy
+from dsh_acp.loop._coalesce import OutputCoalescer
 
 pytestmark = pytest.mark.anyio
 

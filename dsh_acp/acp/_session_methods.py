@@ -65,7 +65,7 @@ class SessionMethods:
     def prompts(self) -> PromptRunner:
         """The prompt turns of every session, made with the first prompt."""
         if self._prompts is None:
-            from dsh_acp.loop._coalesce import CoalescePolicy
+            from dsh_acp._coalesce_policy import CoalescePolicy
             from dsh_acp.loop._prompt import system_prompt
             from dsh_acp.loop._turn import LoopSettings
 

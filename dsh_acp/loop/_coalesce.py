@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 import anyio
 from anyio.abc import TaskGroup
 
-from ._coalesce_policy import CoalescePolicy
+from dsh_acp._coalesce_policy import CoalescePolicy
 
-__all__ = ["CoalescePolicy", "OutputCoalescer"]
+__all__ = ["OutputCoalescer"]
 
 
 class OutputCoalescer:

@@ -6,9 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dsh_acp._coalesce_policy import CoalescePolicy
 from dsh_acp._config import MAX_MODEL_REQUESTS
-
-from ._coalesce import CoalescePolicy
 
 if TYPE_CHECKING:
     from dsh_acp.session._session import Session

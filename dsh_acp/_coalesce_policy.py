@@ -1,7 +1,7 @@
-"""When a running tool's output is flushed to the client (``_coalesce.OutputCoalescer`` does it).
+"""When a running tool's output is flushed to the client (``loop._coalesce.OutputCoalescer`` does it).
 
-Its own module, free of anyio: the configuration's defaults come from here, and the configuration
-is read before the agent answers ``initialize``.
+Below the loop, beside the configuration, and free of anyio: the configuration's defaults come
+from here, and the configuration is read before the agent answers ``initialize``.
 """
 
 from __future__ import annotations
