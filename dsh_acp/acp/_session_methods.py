@@ -56,7 +56,9 @@ class SessionMethods:
         self, config: AgentConfig, connection: Connection, background: TaskGroup, profile: ClientProfile
     ) -> None:
         self.config = config
-        io = SessionIO(notify=connection.notify, request=connection.request)
+        io = SessionIO(
+            notify=connection.notify, notify_each=connection.notify_each, request=connection.request
+        )
         self.sessions = SessionManager(config, io, background, profile)
         self.pickers = SessionPickers(config, self.sessions)
         self._prompts: PromptRunner | None = None
@@ -223,10 +225,11 @@ async def _replay(session: Session, events: Iterable[SessionEvent]) -> None:
     """Send the editor the updates that replay ``events``, each as it is made."""
     from dsh_acp.session._replay import replay_updates
 
-    # The connection's notify itself (what Session.send calls): one coroutine less per update.
-    notify, session_id = session.io.notify, session.session_id
-    for update in replay_updates(events, session.render, session.registry):
-        await notify("session/update", {"sessionId": session_id, "update": update})
+    session_id = session.session_id
+    updates = replay_updates(events, session.render, session.registry)
+    await session.io.notify_each(
+        "session/update", ({"sessionId": session_id, "update": update} for update in updates)
+    )
 
 
 METHODS: dict[str, Method] = {

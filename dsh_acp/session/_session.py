@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,8 @@ class SessionIO:
     """How a session talks to its client: updates out, requests out."""
 
     notify: Callable[[str, Any], Awaitable[None]]
+    notify_each: Callable[[str, Iterable[Any]], Awaitable[None]]
+    """``notify`` for each of many params (a replay's updates), in one call."""
     request: Callable[[str, Any], Awaitable[Any]]
 
 
