@@ -1,5 +1,5 @@
-"""Pure pieces of the OpenAI-compatible model: the SSE decoder, the conversation mapping and the
-system prompt."""
+"""Pure pieces of the OpenAI-compatible model: the conversation mapping and the system prompt
+(the SSE decoder: test_openai_sse.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,11 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from dsh_acp import (
     AssistantMessage,
     ContextMessage,
     Message,
-    ModelError,
     ModelRequest,
     ToolCallRequest,
     ToolResultMessage,
@@ -22,7 +19,6 @@ from dsh_acp import (
 )
 from dsh_acp.loop._prompt import system_prompt
 from dsh_acp.models._openai_request import chat_messages, chat_request
-from dsh_acp.models._openai_sse import SSEDecoder
 from dsh_acp.models._settings import ModelSettings
 from dsh_tools import ToolDefinitionError, ToolRegistry, ToolSchema, define_tool
 from dsh_tools._content import (
@@ -33,70 +29,6 @@ from dsh_tools._content import (
     TextBlock,
     TextResource,
 )
-
-# -- SSE --------------------------------------------------------------------------------------
-
-
-def decode(*pieces: bytes) -> list[str]:
-    decoder = SSEDecoder()
-    out: list[str] = []
-    for piece in pieces:
-        out.extend(decoder.feed(piece))
-    out.extend(decoder.close())
-    return out
-
-
-def test_sse_events_comments_and_fields() -> None:
-    stream = (
-        b": keep-alive\n\n"
-        b"event: message\nid: 7\nretry: 100\ndata: one\n\n"
-        b"data:two\n\n"  # no space after the colon
-        b"data: multi\ndata: line\n\n"
-        b"data: [DONE]\n\n"
-    )
-    assert decode(stream) == ["one", "two", "multi\nline", "[DONE]"]
-
-
-def test_sse_line_endings() -> None:
-    assert decode(b"data: a\r\n\r\ndata: b\r\rdata: c\n\n") == ["a", "b", "c"]
-
-
-def test_sse_crlf_split_between_feeds() -> None:
-    decoder = SSEDecoder()
-    assert decoder.feed(b"data: a\r") == []
-    assert decoder.feed(b"\n\r") == ["a"]
-    assert decoder.feed(b"\ndata: b\n\n") == ["b"]
-
-
-def test_sse_last_event_without_blank_line() -> None:
-    assert decode(b"data: tail") == ["tail"]
-
-
-def test_sse_refuses_an_endless_line() -> None:
-    decoder = SSEDecoder(max_line=10)
-    with pytest.raises(ModelError, match="longer than 10 bytes"):
-        decoder.feed(b"data: " + b"x" * 20)
-
-
-_PAYLOADS = st.lists(
-    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=30),
-    max_size=6,
-)
-
-
-@given(
-    payloads=_PAYLOADS,
-    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
-    crlf=st.booleans(),
-)
-def test_sse_any_split_gives_the_same_events(payloads: list[str], cuts: list[int], crlf: bool) -> None:
-    newline = "\r\n" if crlf else "\n"
-    text = "".join(f": ping{newline}data: {payload}{newline}{newline}" for payload in payloads)
-    raw = text.encode("utf-8")
-    points = sorted({min(cut, len(raw)) for cut in cuts})
-    pieces = [raw[a:b] for a, b in zip([0, *points], [*points, len(raw)], strict=True)]
-    assert decode(*pieces) == payloads
-
 
 # -- the conversation -------------------------------------------------------------------------
 
