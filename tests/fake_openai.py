@@ -326,6 +326,9 @@ class FakeOpenAI:
         """When set, session-title requests are answered with it (without taking a scripted
         reply) and kept in ``title_requests``: they race the next prompt's request."""
         self.title_requests: list[Recorded] = []
+        self.departed = anyio.Event()
+        """Set once a reply was cut short by the client closing the connection (seen when the
+        server's next send fails)."""
         self._arrived = anyio.Event()
         self.port = 0
         self._group: TaskGroup | None = None
@@ -375,7 +378,7 @@ class FakeOpenAI:
             try:
                 await self._play(stream, reply, recorded)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # the client went away (after a stall, or an agent that stopped meanwhile)
+                self.departed.set()  # the client went away (after a stall, or an agent that stopped)
 
     async def wait_for_requests(self, count: int) -> None:
         """Wait until ``count`` chat requests have come in."""

@@ -678,6 +678,20 @@ async def test_cancelling_the_consumer_stops_a_stalled_stream() -> None:
     assert scope.cancelled_caught
 
 
+async def test_a_consumer_that_stops_early_closes_the_response_at_once() -> None:
+    reply = Reply(chunks=sse(chunk("x"), done=False), then="trickle", interval=0.02)
+    async with FakeOpenAI([reply]) as server:
+        model = OpenAIModel(settings_for(server, stall_timeout=60))
+        try:
+            with anyio.fail_after(5):
+                events = model.stream(REQUEST)
+                assert await anext(events) == TextDelta("x")
+                await events.aclose()  # not left to the garbage collector
+                await server.departed.wait()  # its next keep-alive finds the connection closed
+        finally:
+            await model.aclose()
+
+
 async def test_invalid_json_chunk() -> None:
     reply = Reply(chunks=[*sse(chunk("ok"), done=False), b'data: {"choices": [\n\n'])
     async with FakeOpenAI([reply]) as server:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -153,13 +152,61 @@ class OpenAIModel:
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Send the request and yield its events (deltas as they come; tool calls, usage and
         ``Finish`` once the stream is complete)."""
+        import aiohttp
+
         info = await self.server_info()
         body = self._encoder.encode(request, progress=info.progress)
+        settings = self.settings
+        # One generator, not one wrapping another: a model's every token resumes it twice (its
+        # read, then the consumer asking for the next event), and a layer more would double that.
+        # Closed early (the consumer stops, or is cancelled at a read), the finally below
+        # releases the response at once.
         try:
-            # aclosing: when the consumer stops early, the response closes now, not at GC time.
-            async with aclosing(self._events(body, request.notice)) as events:
-                async for event in events:
+            deadline = anyio.current_time() + settings.request_timeout
+            response = await self._send(body, request.notice)
+            content = response.content
+            # Until the answer begins only the first-event timer runs (progress restarts it); from
+            # then on, the stall timer between bytes. One watchdog keeps all three timers.
+            watchdog = Watchdog(content, deadline, settings.first_event_timeout, settings.stall_timeout)
+            try:
+                assembler = Assembler(self.context_window, self._where)
+                feed = assembler.feed
+                decoder = SSEDecoder()
+                saw_done = False
+                while not saw_done:
+                    watchdog.wait()
+                    try:
+                        data = await content.readany()
+                    except StreamTimeout as timeout:
+                        raise ModelError(self._timed_out(timeout.why)) from None
+                    except aiohttp.ClientError as error:
+                        raise ModelError(
+                            f"the connection to {self._where} dropped mid-response: {reason(error)}"
+                        ) from None
+                    watchdog.read()
+                    for payload in decoder.feed(data) if data else decoder.close():
+                        # A chunk is a JSON object: only what is not may be the end marker.
+                        if payload[:1] != "{" and payload.strip() == "[DONE]":
+                            saw_done = True
+                            break
+                        try:
+                            document = orjson.loads(payload)
+                        except orjson.JSONDecodeError:
+                            raise ModelError(self._malformed(payload)) from None
+                        if not watchdog.begun:
+                            if isinstance(document, dict) and "prompt_progress" in document:
+                                watchdog.progress()
+                            else:
+                                watchdog.begin()
+                        for event in feed(document):
+                            yield event
+                    if not data:
+                        break
+                for event in assembler.end(saw_done):
                     yield event
+            finally:
+                watchdog.stop()
+                response.release()  # back to the pool when read to its end, else closed
         except ContextOverflow as error:
             raise ContextOverflow(
                 self._scrub(str(error)), error.context_window, error.prompt_tokens
@@ -167,53 +214,6 @@ class OpenAIModel:
         except ModelError as error:
             # One gate for every message: whatever a server echoes back, the key stays here.
             raise type(error)(self._scrub(str(error))) from None
-
-    async def _events(
-        self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
-    ) -> AsyncGenerator[ModelEvent, None]:
-        import aiohttp
-
-        settings = self.settings
-        deadline = anyio.current_time() + settings.request_timeout
-        response = await self._send(body, notice)
-        content = response.content
-        # Until the answer begins only the first-event timer runs (progress restarts it); from
-        # then on, the stall timer between bytes. One watchdog keeps all three timers.
-        watchdog = Watchdog(content, deadline, settings.first_event_timeout, settings.stall_timeout)
-        try:
-            assembler = Assembler(self.context_window, self._where)
-            decoder = SSEDecoder()
-            saw_done = False
-            while not saw_done:
-                watchdog.wait()
-                try:
-                    data = await content.readany()
-                except StreamTimeout as timeout:
-                    raise ModelError(self._timed_out(timeout.why)) from None
-                except aiohttp.ClientError as error:
-                    raise ModelError(
-                        f"the connection to {self._where} dropped mid-response: {self._scrub(reason(error))}"
-                    ) from None
-                watchdog.read()
-                for payload in decoder.feed(data) if data else decoder.close():
-                    if payload.strip() == "[DONE]":
-                        saw_done = True
-                        break
-                    document = self._json(payload)
-                    if not watchdog.begun:
-                        if isinstance(document, dict) and "prompt_progress" in document:
-                            watchdog.progress()
-                        else:
-                            watchdog.begin()
-                    for event in assembler.feed(document):
-                        yield event
-                if not data:
-                    break
-            for event in assembler.end(saw_done):
-                yield event
-        finally:
-            watchdog.stop()
-            response.release()  # back to the pool when read to its end, else closed
 
     def _timed_out(self, why: str) -> str:
         if why == "deadline":
@@ -332,16 +332,9 @@ class OpenAIModel:
             " (a local server may still be reading a long prompt: raise first_event_timeout)"
         )
 
-    def _json(self, payload: str) -> Any:
-        try:
-            return orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            snippet = payload if len(payload) <= 80 else payload[:77] + "..."
-            raise ModelError(
-                self._scrub(
-                    f"the API at {self._where} sent a malformed stream chunk (invalid JSON): {snippet!r}"
-                )
-            ) from None
+    def _malformed(self, payload: str) -> str:
+        snippet = payload if len(payload) <= 80 else payload[:77] + "..."
+        return f"the API at {self._where} sent a malformed stream chunk (invalid JSON): {snippet!r}"
 
     async def _error_detail(self, response: aiohttp.ClientResponse) -> tuple[str, Any]:
         body = bytearray()
