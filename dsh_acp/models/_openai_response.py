@@ -47,6 +47,30 @@ class _PartialCall:
     """Characters of the arguments reported so far (``ToolCallArguments``)."""
 
 
+def _token(chunk: Any) -> list[ModelEvent] | None:
+    """The events of the common chunk, one choice with a text or a reasoning delta and nothing
+    else (a model's every token), or None for any other: looked at only for what would make it
+    another, without the general walk of ``Assembler``, which gives the same events for it."""
+    if type(chunk) is not dict or chunk.get("error") or chunk.get("usage") is not None:
+        return None
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason") is not None or choice.get("index", 0) != 0:
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict or delta.get("tool_calls") is not None:
+        return None
+    content = delta.get("content")
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    if not reasoning:
+        return [TextDelta(content)] if type(content) is str and content else []  # [] for a role alone
+    if type(reasoning) is str and not content:
+        return [ReasoningDelta(reasoning)]
+    return None
+
+
 class Assembler:
     """Chunks in, events out: deltas at once; tool calls, usage and the finish at the end."""
 
@@ -58,6 +82,10 @@ class Assembler:
         self.usage: Usage | None = None
 
     def feed(self, chunk: Any) -> list[ModelEvent]:
+        events = _token(chunk)
+        return self._feed_any(chunk) if events is None else events
+
+    def _feed_any(self, chunk: Any) -> list[ModelEvent]:
         if not isinstance(chunk, dict):
             raise ModelError(f"the API at {self.where} sent a stream chunk that is not a JSON object")
         if chunk.get("error"):
