@@ -124,4 +124,6 @@ def text(value: str) -> TextBlock:
 def text_of(blocks: Iterable[ContentBlock]) -> str:
     """The text of ``blocks``: their text blocks, one after another, each on its own line (other
     blocks have no text to show)."""
+    if type(blocks) is tuple and len(blocks) == 1 and type(blocks[0]) is TextBlock:
+        return blocks[0].text  # most results: one text block (a generator and a join less)
     return "\n".join(block.text for block in blocks if isinstance(block, TextBlock))
