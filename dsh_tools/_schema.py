@@ -97,10 +97,24 @@ def _check_value(prop: SchemaProp, value: Any, path: str, out: list[str]) -> Non
                 _check_value(items, item, f"{path}[{index}]", out)
 
 
+# The exact Python types a JSON value of each scalar type is parsed as: a value of one of them is
+# valid at once (no enum aside), without building its path for a message it will not need.
+_PLAIN: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
 def _check_object(spec: SchemaSpec, value: dict[str, Any], prefix: str, out: list[str]) -> None:
+    plain = _PLAIN
     for key, prop in spec.items():
         if key in value:
-            _check_value(prop, value[key], prefix + key, out)
+            item = value[key]
+            if type(item) in plain.get(prop["type"], ()) and "enum" not in prop:
+                continue
+            _check_value(prop, item, prefix + key, out)
         elif prop.get("required"):
             out.append(f'missing required property "{prefix}{key}"')
 
