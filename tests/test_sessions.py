@@ -236,6 +236,26 @@ def test_log_is_private_locked_and_survives_a_torn_line(
     store.open("s1").close()  # unlocked now
 
 
+def test_a_listing_is_written_again_on_open_only_when_it_lags(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, clock=lambda: "T")
+    log = store.create("s1", "/w", [])
+    log.append(UserPrompt((TextBlock(text="hi"),)))
+    log.close()
+    listing = tmp_path / "sessions" / "s1.listing.json"
+    listing.unlink()  # a log of an earlier format: no listing
+    store.open("s1").close()
+    written = listing.stat()
+    assert json.loads(listing.read_text())["size"] == log.path.stat().st_size
+    store.open("s1").close()  # current: not written again
+    assert listing.stat().st_ino == written.st_ino
+    assert listing.stat().st_mtime_ns == written.st_mtime_ns
+    with open(log.path, "ab") as handle:  # another agent's line, after the listing was written
+        handle.write(b'{"type":"title","title":"later","ts":"T"}\n')
+    store.open("s1").close()
+    assert json.loads(listing.read_text())["size"] == log.path.stat().st_size
+    store.close()
+
+
 def test_unknown_format_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "sessions" / "s1.jsonl"
     path.parent.mkdir()

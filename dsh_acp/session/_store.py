@@ -256,8 +256,9 @@ class SessionStore:
         claim's lock file cannot be made: the log is then opened read-only (``read_only`` says
         why), so the session can be loaded and viewed, and any write fails naming the cause."""
         path = self._path(session_id)
+        current = False
         try:
-            listing = self._listing(session_id)
+            listing, current = self._listing_and_whether_current(session_id)
         except (OSError, ValueError):
             listing = None  # the next load says what is wrong with the log
         try:
@@ -267,8 +268,10 @@ class SessionStore:
                 raise
             cause = OSError(error.os_error.errno, error.os_error.strerror)  # named with the log's path
             return SessionLog(self, session_id, listing or Listing("", [], None, ""), read_only=cause)
-        if listing is not None:
-            self.write_listing(log)  # a log of an earlier format gets its listing
+        if listing is not None and not current:
+            # A log of an earlier format, or one its listing lags behind, gets its listing (one
+            # that is current is not written again: a load waited for that write).
+            self.write_listing(log)
         return log
 
     def _claim(self, session_id: str, path: str, listing: Listing, *, fresh: bool = False) -> SessionLog:
@@ -396,6 +399,10 @@ class SessionStore:
     def _listing(self, session_id: str) -> Listing:
         """What ``session/list`` shows of a session: its listing, brought up to date with what
         the log gained since it was written (the whole log when there is no usable listing)."""
+        return self._listing_and_whether_current(session_id)[0]
+
+    def _listing_and_whether_current(self, session_id: str) -> tuple[Listing, bool]:
+        """``_listing``, and whether the listing file already said all of it."""
         path = self._path(session_id)
         listing: Listing | None = None
         try:
@@ -410,7 +417,7 @@ class SessionStore:
         except OSError as error:
             raise StoreError("the session log could not be read", error, path) from error
         if listing is not None and listing.size == size:
-            return listing
+            return listing, True
         if listing is None or listing.size > size:
             data = self._read(session_id, path)
             header, records = header_of(data)
@@ -426,7 +433,7 @@ class SessionStore:
             records = self._read(session_id, path, listing.size)
         listing.catch_up(records)
         listing.size = size
-        return listing
+        return listing, False
 
     def list(self, cwd: str | None = None) -> list[StoredSession]:
         """Every stored session (optionally of one cwd), most recently updated first. A log that
