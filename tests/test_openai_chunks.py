@@ -77,7 +77,7 @@ _CHUNK = st.one_of(_near_token(), _near_token(), _near_token(), _RANDOM_CHUNK, _
 
 def _run(chunks: list[Any], general: bool) -> tuple[list[Any], Any]:
     assembler = Assembler(1000, "the server")
-    feed = assembler._feed_any if general else assembler.feed
+    feed = assembler.feed_any if general else assembler.feed
     events: list[Any] = []
     for chunk in chunks:
         try:

@@ -55,7 +55,7 @@ from ._openai_errors import (
 )
 from ._openai_http import StreamTimeout, Watchdog, tls_context
 from ._openai_request import RequestEncoder
-from ._openai_response import Assembler
+from ._openai_response import Assembler, token_events
 from ._openai_server import SERVER_INFO, ServerInfo, ask_server
 from ._openai_sse import SSEDecoder
 from ._settings import ModelSettings, is_self_hosted
@@ -170,11 +170,13 @@ class OpenAIModel:
             watchdog = Watchdog(content, deadline, settings.first_event_timeout, settings.stall_timeout)
             try:
                 assembler = Assembler(self.context_window, self._where)
-                feed = assembler.feed
+                feed = assembler.feed_any
                 decoder = SSEDecoder()
+                clock = watchdog.clock
                 saw_done = False
                 while not saw_done:
-                    watchdog.wait()
+                    watchdog.read_since = clock()
+                    watchdog.reading = True
                     try:
                         data = await content.readany()
                     except StreamTimeout as timeout:
@@ -183,7 +185,7 @@ class OpenAIModel:
                         raise ModelError(
                             f"the connection to {self._where} dropped mid-response: {reason(error)}"
                         ) from None
-                    watchdog.read()
+                    watchdog.reading = False
                     for payload in decoder.feed(data) if data else decoder.close():
                         # A chunk is a JSON object: only what is not may be the end marker.
                         if payload[:1] != "{" and payload.strip() == "[DONE]":
@@ -198,7 +200,10 @@ class OpenAIModel:
                                 watchdog.progress()
                             else:
                                 watchdog.begin()
-                        for event in feed(document):
+                        # A token's chunk (most of them) is answered by the shortcut, without a
+                        # call through the assembler; any other by its general walk.
+                        events = token_events(document)
+                        for event in feed(document) if events is None else events:
                             yield event
                     if not data:
                         break

@@ -3,6 +3,8 @@ and the certificates trusted."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -36,29 +38,30 @@ class Watchdog:
     during a read, the reader gets ``StreamTimeout``: a stream exception, so nothing is cancelled
     (between reads the generator may be suspended at a ``yield``, and its consumer's awaits
     are not ours to cut).
+
+    The reader says when a read begins and ends by setting ``read_since`` (the ``clock``'s time)
+    and ``reading``: attributes, not method calls, since a model's every token is a read.
     """
 
     def __init__(self, content: aiohttp.StreamReader, deadline: float, first: float, stall: float) -> None:
         import asyncio
 
         self._loop = loop = asyncio.get_running_loop()
+        # The loop's clock; asyncio's own is time.monotonic, called directly (no method frame).
+        self.clock: Callable[[], float] = (
+            time.monotonic if type(loop).time is asyncio.BaseEventLoop.time else loop.time
+        )
         self._content = content
         self._deadline = deadline
         self._first = first
         self._stall = stall
         self.begun = False
         self.reading = False
-        self._last = loop.time()
-        self._first_by = self._last + first
+        """True from the start of a read to its end."""
+        self.read_since = loop.time()
+        """When the last read began: the stall timer counts from then."""
+        self._first_by = self.read_since + first
         self._handle: asyncio.TimerHandle | None = loop.call_at(self._due()[0], self._check)
-
-    def wait(self) -> None:
-        """A read begins: the stall timer counts from now."""
-        self.reading = True
-        self._last = self._loop.time()
-
-    def read(self) -> None:
-        self.reading = False
 
     def progress(self) -> None:
         self._first_by = self._loop.time() + self._first
@@ -77,7 +80,7 @@ class Watchdog:
     def _due(self) -> tuple[float, Why]:
         why: Why
         if self.begun:
-            limit, why = self._last + self._stall, "stall"
+            limit, why = self.read_since + self._stall, "stall"
         else:
             limit, why = self._first_by, "first"
         if self._deadline <= limit:

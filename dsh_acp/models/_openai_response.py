@@ -24,7 +24,7 @@ from ._model import (
 )
 from ._openai_errors import error_detail
 
-__all__ = ["Assembler"]
+__all__ = ["Assembler", "token_events"]
 
 _log = logging.getLogger("dsh_acp.models._openai")
 
@@ -47,7 +47,7 @@ class _PartialCall:
     """Characters of the arguments reported so far (``ToolCallArguments``)."""
 
 
-def _token(chunk: Any) -> list[ModelEvent] | None:
+def token_events(chunk: Any) -> list[ModelEvent] | None:
     """The events of the common chunk, one choice with a text or a reasoning delta and nothing
     else (a model's every token), or None for any other: looked at only for what would make it
     another, without the general walk of ``Assembler``, which gives the same events for it."""
@@ -82,10 +82,12 @@ class Assembler:
         self.usage: Usage | None = None
 
     def feed(self, chunk: Any) -> list[ModelEvent]:
-        events = _token(chunk)
-        return self._feed_any(chunk) if events is None else events
+        """One chunk's events: the shortcut's for a token, else ``feed_any``'s."""
+        events = token_events(chunk)
+        return self.feed_any(chunk) if events is None else events
 
-    def _feed_any(self, chunk: Any) -> list[ModelEvent]:
+    def feed_any(self, chunk: Any) -> list[ModelEvent]:
+        """One chunk's events, whatever it holds (the general walk)."""
         if not isinstance(chunk, dict):
             raise ModelError(f"the API at {self.where} sent a stream chunk that is not a JSON object")
         if chunk.get("error"):
