@@ -106,7 +106,9 @@ class UserMessageChunk(TypedDict):
 
 def agent_message(text: str, message_id: str | None = None) -> AgentMessageChunk:
     """A piece of the agent's answer (``messageId`` groups the pieces of one message)."""
-    update: AgentMessageChunk = {"sessionUpdate": "agent_message_chunk", "content": text_content(text)}
+    # The content built here, not by text_content: this is the update of a model's every token.
+    content: TextContent = {"type": "text", "text": text}
+    update: AgentMessageChunk = {"sessionUpdate": "agent_message_chunk", "content": content}
     if message_id:
         update["messageId"] = message_id
     return update

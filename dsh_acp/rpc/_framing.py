@@ -147,7 +147,10 @@ def _parse_error_message(detail: str) -> str:
 
 def encode_message(message: Mapping[str, Any]) -> bytes:
     """Serialize one message as a single line (orjson escapes every newline inside strings)."""
-    return json_bytes(message, orjson.OPT_APPEND_NEWLINE)
+    try:  # orjson first, as json_bytes does, without its frame: every notification comes here
+        return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        return json_bytes(message, orjson.OPT_APPEND_NEWLINE)  # a lone surrogate, or not JSON at all
 
 
 def json_bytes(value: Any, option: int = 0) -> bytes:

@@ -85,12 +85,12 @@ class Output:
             return  # the writer is busy and takes the queue next, or a flush is already due
         if self._call_soon is None:
             self.wake_writer()
-        elif at_once and monotonic_ns() - self._flushed_at >= self._burst_gap_ns:
+        elif at_once and (now := monotonic_ns()) - self._flushed_at >= self._burst_gap_ns:
             # A notification after a quiet spell (a model's next token from the network) is
             # written now: a flush scheduled for it alone would cost a loop turn of its own, as
             # much CPU again as relaying the token. Answers keep the end of the turn, so the
             # notifications that follow one (a session's commands) leave in the same write.
-            self._flush_now()
+            self._flush_now(now)
         else:
             # Inside a burst: write from a plain callback at the end of this loop turn, so all that
             # is queued by then goes out in one system call, without switching to the writer task
@@ -98,9 +98,9 @@ class Output:
             self._flush_scheduled = True
             self._call_soon(self._flush_now)
 
-    def _flush_now(self) -> None:
+    def _flush_now(self, now: int = 0) -> None:
         self._flush_scheduled = False
-        self._flushed_at = monotonic_ns()
+        self._flushed_at = now or monotonic_ns()
         if self._writer_wakeup is None or not self._pending:
             return  # the writer has data in flight: writing here would reorder
         assert self._write_nowait is not None
@@ -122,7 +122,8 @@ class Output:
         data = pending[0] if len(pending) == 1 else b"".join(pending)
         pending.clear()
         self.pending_bytes = 0
-        self._release_producers()
+        if self._drained is not None:  # (looked at here: a call fewer for each trickled token)
+            self._release_producers()
         return data
 
     async def wait_drained(self) -> None:

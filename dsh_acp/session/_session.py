@@ -125,9 +125,12 @@ class Session(SessionState):
         self.apply(event)
         return True
 
-    async def send(self, update: SessionUpdate) -> None:
-        """Send one ``session/update`` of this session."""
-        await self.io.notify("session/update", {"sessionId": self.session_id, "update": update})
+    def send(self, update: SessionUpdate) -> Awaitable[None]:
+        """Send one ``session/update`` of this session (await it).
+
+        The connection's own awaitable, not a coroutine awaiting it: a model's every token is sent
+        here, and a coroutine more would be one more frame to run for each."""
+        return self.io.notify("session/update", {"sessionId": self.session_id, "update": update})
 
     async def say(self, text: str, message_id: str) -> None:
         """An agent message outside the model (command answers, configuration hints), logged as
