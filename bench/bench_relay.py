@@ -8,6 +8,9 @@ agent's stdout and notes when each chunk's notification arrives (the same clock)
 prompt first (dsh-acp also asks for a title then). Medians of ``--runs`` runs of p99s.
 
 Targets: agent p99 <= 1 ms and CPU per chunk <= 1.3x the floor. Exits 1 on a miss.
+
+``--where``: instead, dsh-acp runs with a clock at each step of a chunk's way through it
+(``_relay_probe.py``), and the bench prints how long each step takes: median, p90, p99.
 """
 
 from __future__ import annotations
@@ -91,7 +94,9 @@ class TrickleServer:
                 self.sent = sent
 
 
-def run(command: list[str], server: TrickleServer, cwd: str) -> tuple[float, float]:
+def run(
+    command: list[str], server: TrickleServer, cwd: str, received: list[float] | None = None
+) -> tuple[float, float]:
     child = NdjsonChild(command, cwd, env={**os.environ})
     try:
         child.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
@@ -100,21 +105,60 @@ def run(command: list[str], server: TrickleServer, cwd: str) -> tuple[float, flo
             request_id = child.request(
                 "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
             )
-            received: list[float] = []
+            # The measured prompt's reads go to the caller's list when it gives one.
+            seen: list[float] = received if received is not None and _warm_up_then_measured else []
+            seen.clear()
             cpu = child.cpu_seconds()
             for line in child.lines():
                 now = time.perf_counter()
                 if b'"agent_message_chunk"' in line:
-                    received.append(now)
+                    seen.append(now)
                 elif b'"id":' + str(request_id).encode() in line.replace(b" ", b"") and b'"result"' in line:
                     break
             cpu = child.cpu_seconds() - cpu
             time.sleep(0.3)  # the title request, if any, is answered before the next prompt
-        latencies = sorted((r - s) * 1000 for r, s in zip(received, server.sent, strict=True))
+        latencies = sorted((r - s) * 1000 for r, s in zip(seen, server.sent, strict=True))
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-        return p99, cpu / len(received) * 1e6
+        return p99, cpu / len(seen) * 1e6
     finally:
         child.close()
+
+
+_STEPS = [  # (what, from, to): the points of _relay_probe.py, the server's "sent", the client's "got"
+    ("server sends -> the agent's socket read", "sent", "arrived"),
+    ("socket read -> the model's generator has the bytes", "arrived", "fed"),
+    ("the generator has them -> notification queued", "fed", "queued"),
+    ("queued -> its write system call begins", "queued", "write"),
+    ("the write system call itself", "write", "written"),
+    ("the write begins -> the client has it", "write", "got"),
+    ("socket read -> the client has it", "arrived", "got"),
+]
+
+
+def where(chunks: int, runs: int) -> None:
+    """Where a chunk waits on its way through dsh-acp (``_relay_probe.py``): the server's send,
+    the socket read, the model's generator, the notification queued, the write, the client."""
+    waits: dict[str, list[float]] = {name: [] for name, _, _ in _STEPS}
+    with tempfile.TemporaryDirectory() as state:
+        for run_index in range(runs):
+            server = TrickleServer(chunks, seed=run_index)
+            out = Path(state, f"probe-{run_index}.json")
+            command = [sys.executable, str(HERE / "_relay_probe.py"), str(out), str(2 * chunks)]
+            command += ["--model", "openai:bench", "--base-url", f"http://127.0.0.1:{server.port}/v1"]
+            command += ["--no-tools", "--state-dir", state]
+            received: list[float] = []
+            run(command, server, state, received)
+            # The probe noted the warm-up's chunks too: the measured prompt's are the last.
+            times = {name: values[chunks:] for name, values in json.loads(out.read_text()).items()}
+            times |= {"sent": server.sent, "got": received}
+            for name, start, end in _STEPS:
+                waits[name] += [(b - a) * 1000 for a, b in zip(times[start], times[end], strict=True)]
+    print(f"where a chunk waits, ms over {runs} probed runs of {chunks} chunks (the probes cost CPU too):")
+    for name, values in waits.items():
+        values.sort()
+        median, p90 = statistics.median(values), values[int(len(values) * 0.9)]
+        p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
+        print(f"  {name}: median {median:.3f}, p90 {p90:.3f}, p99 {p99:.3f}")
 
 
 def main() -> int:
@@ -124,7 +168,11 @@ def main() -> int:
     parser.add_argument(
         "--libraries", action="store_true", help="the bare relay through httpx and aiohttp too (if installed)"
     )
+    parser.add_argument("--where", action="store_true", help="only where a chunk waits inside dsh-acp")
     args = parser.parse_args()
+    if args.where:
+        where(args.chunks, args.runs)
+        return 0
     # httpx is no longer a dependency: its column is there only where it is installed.
     libraries = [name for name in ("httpx", "aiohttp") if args.libraries and importlib.util.find_spec(name)]
     labels = ["floor", "dsh-acp", *(f"floor+{name}" for name in libraries)]
