@@ -70,3 +70,25 @@ def recorded(
     config = scripted(turns, tools, **overrides)
     config.models = [ModelChoice("script", "Test script", build, accepts_images=True)]
     return config, models
+
+
+def slow_child_watcher(monkeypatch: Any, delay: float) -> None:
+    """Make asyncio's child watcher see each exit ``delay`` seconds late, as on a loaded machine.
+
+    The watcher is a thread per child blocked in ``os.waitpid(pid, 0)``; here it first waits for
+    the exit without reaping (``WNOWAIT``), then sleeps, so the exited child stays a zombie whose
+    status nobody has delivered yet: anything else that reaps it then steals its status.
+    """
+    import os
+    import threading
+    import time
+
+    real_waitpid = os.waitpid
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        if options == 0 and threading.current_thread() is not threading.main_thread():
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+            time.sleep(delay)
+        return real_waitpid(pid, options)
+
+    monkeypatch.setattr(os, "waitpid", waitpid)

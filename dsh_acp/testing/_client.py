@@ -24,6 +24,7 @@ from dsh_acp.rpc._memory import memory_pipe
 from dsh_acp.rpc._tap import LineTapReceive, LineTapSend
 
 from ._checks import wire_problems
+from ._child_signal import ChildSignal
 from ._schema import AcpSchema
 from ._terminals import TestTerminals
 
@@ -81,6 +82,7 @@ class AcpClient:
     _group: TaskGroup | None = None
     process: Process | None = None
     """The agent process (``subprocess`` only)."""
+    _process_signal: ChildSignal | None = None
     stderr_lines: deque[str] = field(default_factory=lambda: deque(maxlen=50))
     """The agent's last lines on stderr (``subprocess`` with ``capture_stderr`` only)."""
     exit_code: int | None = None
@@ -132,6 +134,7 @@ class AcpClient:
             stderr=_subprocess.PIPE if capture_stderr else None,
         )
         client.process = process
+        client._process_signal = kill = ChildSignal(process)
         assert process.stdout is not None
         assert process.stdin is not None
         try:
@@ -139,9 +142,12 @@ class AcpClient:
                 yield client
         finally:
             if process.returncode is None:
-                process.kill()
+                # Killed already if it hung, and perhaps dead with its exit not delivered yet:
+                # the kill must not take that exit from the child watcher (see ChildSignal).
+                kill.kill()
                 with anyio.CancelScope(shield=True):
                     await process.wait()
+            kill.close()
         client.exit_code = process.returncode
         if client.hung:
             raise TimeoutError(f"the agent did not exit within {EXIT_LIMIT_S:g} s of its stdin closing")
@@ -168,7 +174,8 @@ class AcpClient:
                         await self.process.wait()
                     if self.process.returncode is None:
                         self.hung = True
-                        self.process.kill()  # its pipes close, and the tasks reading them end
+                        assert self._process_signal is not None
+                        self._process_signal.kill()  # its pipes close, and the tasks reading them end
 
     async def _read_stderr(self, stderr: ByteReceiveStream) -> None:
         buffer = b""

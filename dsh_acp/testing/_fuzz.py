@@ -23,6 +23,7 @@ import orjson
 from dsh_acp.acp._session_methods import AGENT_METHODS
 
 from ._checks import wire_problems
+from ._child_signal import ChildSignal
 from ._schema import AcpSchema, SchemaViolation
 
 __all__ = ["FrameGenerator", "FuzzReport", "fuzz_agent"]
@@ -276,6 +277,7 @@ async def fuzz_agent(
     answered: dict[str, anyio.Event] = {}
     started = time.monotonic()
     process = await anyio.open_process(list(command), env=env, cwd=cwd)
+    kill = ChildSignal(process)  # not process.kill(): it may take the exit from asyncio's watcher
     assert process.stdin is not None
     assert process.stdout is not None
     assert process.stderr is not None
@@ -379,13 +381,13 @@ async def fuzz_agent(
             if scope.cancelled_caught:
                 report.hangs += 1
                 report.crash = report.crash or "the agent did not exit after its input ended"
-                process.kill()
+                kill.kill()
             elif code != 0 and report.crash is None:
                 report.crash = f"the agent exited {code} at the end"
     finally:
-        if process.returncode is None:
-            process.kill()
+        kill.kill()
         with anyio.CancelScope(shield=True):
             await process.aclose()
+        kill.close()
     report.seconds = time.monotonic() - started
     return report

@@ -21,12 +21,15 @@ from anyio.abc import Process, TaskGroup
 
 from dsh_acp.rpc._errors import INVALID_PARAMS, RpcError
 
+from ._child_signal import ChildSignal
+
 __all__ = ["TestTerminals"]
 
 
 @dataclass(eq=False)
 class _Terminal:
     process: Process
+    kill: ChildSignal
     limit: int | None
     output: bytearray = field(default_factory=bytearray)
     truncated: bool = False
@@ -97,7 +100,7 @@ class TestTerminals:
             raise RpcError(INVALID_PARAMS, f"cannot run {params['command']}: {error}") from None
         self._count += 1
         terminal_id = f"term-{self._count}"
-        terminal = _Terminal(process, params.get("outputByteLimit"))
+        terminal = _Terminal(process, ChildSignal(process), params.get("outputByteLimit"))
         self._terminals[terminal_id] = terminal
         group.start_soon(self._pump, terminal)
         return {"terminalId": terminal_id}
@@ -119,15 +122,13 @@ class TestTerminals:
         finally:
             with anyio.CancelScope(shield=True):
                 await terminal.process.wait()
+            terminal.kill.close()
             terminal.done.set()
 
     @staticmethod
     def _kill(terminal: _Terminal) -> None:
-        if terminal.process.returncode is None:
-            try:
-                terminal.process.kill()
-            except ProcessLookupError:
-                pass
+        # Not Process.kill(): a command that has just exited would lose its status (see ChildSignal).
+        terminal.kill.kill()
 
     def close(self) -> None:
         """Kill whatever still runs (the client is going away)."""
