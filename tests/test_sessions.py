@@ -256,6 +256,45 @@ def test_a_listing_is_written_again_on_open_only_when_it_lags(tmp_path: Path) ->
     store.close()
 
 
+def _every_line_listing(data: bytes) -> tuple[str | None, str]:
+    """What catching up gives, read the plain way: every line parsed, in order."""
+    title, updated = None, ""
+    for line in data.split(b"\n"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("type") == "title" and isinstance(record.get("title"), str) and record["title"]:
+            title = record["title"]
+        if isinstance(record.get("ts"), str):
+            updated = record["ts"]
+    return title, updated
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [
+            b'{"type":"title","title":"first","ts":"1"}',
+            b'{"type":"tool_call","view":{"title":"Read a"},"ts":"2"}',
+        ],
+        [b'{"type":"title","title":"a","ts":"1"}', b'{"type": "title", "title": "b"}', b'{"ts": 3}', b"[1]"],
+        [b'{"title":"x","type":"title","ts":"1"}', b'{"type":"title","title":"","ts":"2"}', b'{"type":"ti'],
+        [b'{"type":"user","content":[{"text":"say \\"title\\" twice: \\"title\\""}],"ts":"9"}', b""],
+        [b'{"type":"title","title":"only"}', b"not json", b'"ts"'],
+    ],
+)
+def test_a_stale_listing_catches_up_as_reading_every_line_would(lines: list[bytes]) -> None:
+    from dsh_acp.session._listing import Listing
+
+    data = b"\n".join(lines) + b"\n"
+    listing = Listing("/w", [], None, "")
+    listing.catch_up(data)
+    assert (listing.title, listing.updated_at) == _every_line_listing(data)
+
+
 def test_unknown_format_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "sessions" / "s1.jsonl"
     path.parent.mkdir()

@@ -45,17 +45,32 @@ class Listing:
         return cls(data["cwd"], directories, title, data["updated_at"], size)
 
     def catch_up(self, data: bytes) -> None:
-        """Take in the lines of ``data`` (what the log gained): titles and the last time."""
-        for line in data.split(b"\n"):
-            if b'"title"' not in line and b'"ts"' not in line:
+        """Take in the lines of ``data`` (what the log gained): titles and the last time.
+
+        Only the lines that can change them are parsed (parsing every line of a long log was most
+        of its first load): a title event's line holds ``"title"`` twice, as its type and as its
+        key (a card's line, holding it once, is not parsed); the time is the last line's that has
+        one, found from the end."""
+        lines = data.split(b"\n")
+        for line in lines:
+            if line.count(b'"title"') < 2:
                 continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if not isinstance(record, dict):
-                continue
-            if record.get("type") == "title" and isinstance(record.get("title"), str) and record["title"]:
-                self.title = record["title"]
-            if isinstance(record.get("ts"), str):
-                self.updated_at = record["ts"]
+            record = _record(line)
+            if record is not None and record.get("type") == "title":
+                title = record.get("title")
+                if isinstance(title, str) and title:
+                    self.title = title
+        for line in reversed(lines):
+            if b'"ts"' in line:
+                record = _record(line)
+                if record is not None and isinstance(record.get("ts"), str):
+                    self.updated_at = record["ts"]
+                    return
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) else None
