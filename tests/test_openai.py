@@ -4,6 +4,7 @@ never leaking the key."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import time
 import traceback
 from contextlib import aclosing
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -155,10 +157,14 @@ async def test_request_line_headers_and_body() -> None:
     }
 
 
+def _without_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
 async def test_the_proxy_of_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     # The fake stands in for the proxy: a proxied request names the whole URL on its request line.
-    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
+    _without_proxies(monkeypatch)
     async with FakeOpenAI([stream_reply(chunk("ok", finish="stop"))]) as proxy:
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
         model = OpenAIModel(settings_for(proxy, base_url="http://models.example:8000/v1"))
@@ -170,6 +176,9 @@ async def test_the_proxy_of_the_environment_is_used(monkeypatch: pytest.MonkeyPa
     [sent] = proxy.requests
     assert (sent.method, sent.path) == ("POST", "http://models.example:8000/v1/chat/completions")
     assert sent.headers["authorization"] == f"Bearer {KEY}"
+    # aiohttp gives a proxy a session's default Authorization as Proxy-Authorization: the key
+    # must not go there (through a CONNECT, the proxy would read it).
+    assert "proxy-authorization" not in sent.headers
 
 
 async def test_no_key_sends_no_authorization_header() -> None:
@@ -797,3 +806,63 @@ async def test_name_and_image_support_come_from_the_settings() -> None:
     )
     assert model.name == "openai:gpt-4o"
     assert model.accepts_images is True
+
+
+async def test_a_netrc_entry_for_the_host_does_not_break_a_keyed_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # With a key the Authorization header is ours; a .netrc entry for the same host must not turn
+    # every request into "cannot combine Authorization header with auth".
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    async with FakeOpenAI([stream_reply(chunk("ok", finish="stop"))] * 2) as server:
+        for key in (KEY, None):
+            model = OpenAIModel(settings_for(server, api_key=key))
+            try:
+                assert await collect(model) == [TextDelta("ok"), Finish("stop")]
+            finally:
+                await model.aclose()
+    keyed, bare = server.requests
+    assert keyed.headers["authorization"] == f"Bearer {KEY}"
+    # Without a key, the credentials of .netrc go as Basic auth (what curl --netrc does).
+    assert bare.headers["authorization"] == "Basic " + base64.b64encode(b"someone:secret").decode()
+
+
+async def test_the_proxys_credentials_and_no_proxy_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_proxies(monkeypatch)
+    async with FakeOpenAI([stream_reply(chunk("ok", finish="stop"))] * 2) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://user:pw@127.0.0.1:{proxy.port}")
+        proxied = OpenAIModel(settings_for(proxy, base_url="http://models.example:8000/v1"))
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        direct = OpenAIModel(settings_for(proxy))  # the fake itself, not through the proxy
+        try:
+            assert await collect(proxied) == [TextDelta("ok"), Finish("stop")]
+            assert await collect(direct) == [TextDelta("ok"), Finish("stop")]
+        finally:
+            await proxied.aclose()
+            await direct.aclose()
+    through, bypassed = proxy.requests
+
+    assert through.path == "http://models.example:8000/v1/chat/completions"
+    assert through.headers["proxy-authorization"] == "Basic " + base64.b64encode(b"user:pw").decode()
+    assert bypassed.path == "/v1/chat/completions"
+    assert "proxy-authorization" not in bypassed.headers
+
+
+async def test_the_api_key_is_not_given_to_an_https_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Through a proxy an HTTPS request begins with a CONNECT the proxy reads: the key must not be
+    # in it (aiohttp would send a session's default Authorization there as Proxy-Authorization).
+    _without_proxies(monkeypatch)
+    async with FakeOpenAI([stream_reply(chunk("ok", finish="stop"))]) as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
+        model = OpenAIModel(settings_for(proxy, base_url="https://models.example/v1"))
+        try:
+            with pytest.raises(ModelError):  # the fake is no proxy: it answers the CONNECT itself
+                await collect(model)
+        finally:
+            await model.aclose()
+    connect = proxy.requests[0]
+    assert (connect.method, connect.path) == ("CONNECT", "models.example:443")
+    assert KEY not in str(connect.headers)

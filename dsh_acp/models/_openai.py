@@ -53,7 +53,7 @@ from ._openai_errors import (
     reason,
     retry_after,
 )
-from ._openai_http import StreamTimeout, Watchdog, tls_context
+from ._openai_http import Route, StreamTimeout, Watchdog, route_from_env, tls_context
 from ._openai_request import RequestEncoder
 from ._openai_response import Assembler, token_events
 from ._openai_server import SERVER_INFO, ServerInfo, ask_server
@@ -99,6 +99,7 @@ class OpenAIModel:
         self._sleep = sleep or anyio.sleep
         self._jitter = jitter
         self._client: aiohttp.ClientSession | None = None
+        self._route: Route | None = None
         self._where = display_url(settings.base_url)
         self._key = (settings.base_url, settings.model)
         self._encoder = RequestEncoder(settings)
@@ -125,7 +126,9 @@ class OpenAIModel:
         if is_self_hosted(self.settings.base_url):
             try:
                 with anyio.fail_after(_INFO_TIMEOUT):
-                    info = await ask_server(self._http(), self.settings.base_url, self.settings.model)
+                    info = await ask_server(
+                        self._http(), await self._routed(), self.settings.base_url, self.settings.model
+                    )
             except Exception as error:  # a server without /models still serves chats
                 _log.info("could not ask %s about its models: %s", self._where, type(error).__name__)
         # Learned meanwhile (a context-size error of a concurrent request) is kept.
@@ -146,6 +149,7 @@ class OpenAIModel:
     async def aclose(self) -> None:
         """Close the HTTP connections (the model can still be used: a new client is made)."""
         client, self._client = self._client, None
+        self._route = None  # a new client looks the environment up again
         if client is not None:
             await client.close()
 
@@ -234,6 +238,24 @@ class OpenAIModel:
             import aiohttp
 
             settings = self.settings
+            tls = tls_context() if settings.base_url.startswith("https:") else None
+            self._client = aiohttp.ClientSession(
+                # No default headers: each request carries its own (see route_from_env).
+                # Only the connection is bounded here: the first-event, stall and request timers
+                # are ours (see Watchdog).
+                timeout=aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout),
+                connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True),
+                # The environment's proxy and .netrc are looked up once (``_routed``), not by
+                # aiohttp before every request.
+                trust_env=False,
+            )
+        return self._client
+
+    async def _routed(self) -> Route:
+        """The headers of a request and the proxy of the environment for the base URL, looked up
+        once."""
+        if self._route is None:
+            settings = self.settings
             headers = {
                 "Content-Type": "application/json",
                 "Accept": "text/event-stream",
@@ -243,18 +265,8 @@ class OpenAIModel:
             }
             if settings.api_key:
                 headers["Authorization"] = f"Bearer {settings.api_key}"
-            tls = tls_context() if settings.base_url.startswith("https:") else None
-            self._client = aiohttp.ClientSession(
-                headers=headers,
-                # Only the connection is bounded here: the first-event, stall and request timers
-                # are ours (see Watchdog).
-                timeout=aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout),
-                connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True),
-                # Proxies from HTTP(S)_PROXY / NO_PROXY and credentials from .netrc, as the
-                # environment says (what curl and httpx do).
-                trust_env=True,
-            )
-        return self._client
+            self._route = await anyio.to_thread.run_sync(route_from_env, settings.base_url, headers)
+        return self._route
 
     async def _send(
         self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
@@ -263,6 +275,7 @@ class OpenAIModel:
 
         settings = self.settings
         client = self._http()
+        route = await self._routed()
         url = f"{settings.base_url}/chat/completions"
         waited = 0.0
         attempt = 0
@@ -272,7 +285,14 @@ class OpenAIModel:
             rate_limited = False
             try:
                 with anyio.fail_after(settings.first_event_timeout):
-                    response = await client.post(url, data=body, allow_redirects=False)
+                    response = await client.post(
+                        url,
+                        data=body,
+                        allow_redirects=False,
+                        proxy=route.proxy,
+                        proxy_headers=route.proxy_headers,
+                        headers=route.headers,
+                    )
             except aiohttp.ConnectionTimeoutError:
                 raise ModelError(
                     f"cannot connect to {self._where}: no answer within {settings.connect_timeout:g} s"

@@ -1,10 +1,12 @@
-"""The HTTP side of the model client that aiohttp leaves to us: the timers of a streamed response
-and the certificates trusted."""
+"""The HTTP side of the model client that aiohttp leaves to us: the timers of a streamed response,
+the certificates trusted, and the proxy and credentials the environment gives a base URL."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -12,8 +14,9 @@ if TYPE_CHECKING:
     import ssl
 
     import aiohttp
+    import yarl
 
-__all__ = ["StreamTimeout", "Watchdog", "Why", "tls_context"]
+__all__ = ["Route", "StreamTimeout", "Watchdog", "Why", "route_from_env", "tls_context"]
 
 
 class StreamTimeout(Exception):
@@ -112,3 +115,43 @@ def tls_context() -> ssl.SSLContext:
     import certifi
 
     return ssl.create_default_context(cafile=certifi.where())
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How the requests to one base URL go: the proxy the environment names for it, the headers
+    for the proxy (its credentials), and the headers of each request (with the host's)."""
+
+    proxy: yarl.URL | None
+    proxy_headers: dict[str, str] | None
+    headers: dict[str, str]
+
+
+def route_from_env(base_url: str, headers: dict[str, str]) -> Route:
+    """What aiohttp's ``trust_env`` looks up before every request (``HTTP(S)_PROXY`` and
+    ``NO_PROXY``, then ``.netrc``, as curl does), looked up once: ``trust_env`` hands both lookups
+    to a worker thread on every request, and adds ``.netrc`` credentials even to a request with an
+    Authorization header, which aiohttp then refuses to send at all. ``.netrc`` is for requests
+    without one (no API key) to a base URL without credentials of its own. Reads files: call it
+    off the event loop.
+
+    The request's headers are the requests' own, never the session's defaults: aiohttp sends a
+    session's default headers to an explicit proxy too, and an Authorization among them would go
+    to the proxy as its Proxy-Authorization (the API key, in the clear of a CONNECT)."""
+    from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env
+    from yarl import URL
+
+    url = URL(base_url)
+    proxy = proxy_headers = None
+    with suppress(LookupError):
+        proxy, proxy_auth = get_env_proxy_for_url(url)
+        if proxy_auth is not None:
+            # aiohttp moves the Authorization of the proxy's headers to Proxy-Authorization on
+            # the hop the proxy reads (the request itself, or its CONNECT): what proxy_auth,
+            # deprecated, did.
+            proxy_headers = {"Authorization": proxy_auth.encode()}
+    if "Authorization" not in headers and url.host is not None and url.user is None:
+        with suppress(LookupError):
+            netrc = basicauth_from_netrc(netrc_from_env(), url.host)
+            headers = {**headers, "Authorization": netrc.encode()}
+    return Route(proxy, proxy_headers, headers)

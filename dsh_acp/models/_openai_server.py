@@ -21,6 +21,8 @@ import orjson
 if TYPE_CHECKING:
     import aiohttp
 
+    from ._openai_http import Route
+
 __all__ = ["SERVER_INFO", "ServerInfo", "ask_server", "models_info", "ollama_window"]
 
 OLLAMA_PORT: Final = 11434
@@ -39,17 +41,30 @@ SERVER_INFO: dict[tuple[str, str], ServerInfo] = {}
 """Per base URL and model, for the life of the process: asked once, however many sessions."""
 
 
-async def ask_server(http: aiohttp.ClientSession, base_url: str, model: str) -> ServerInfo:
+async def ask_server(http: aiohttp.ClientSession, route: Route, base_url: str, model: str) -> ServerInfo:
     """Ask the server what it knows of ``model`` (``ServerInfo()`` when it does not say)."""
     document: Any = None
-    async with http.get(f"{base_url}/models", allow_redirects=False) as response:
+    async with http.get(
+        f"{base_url}/models",
+        allow_redirects=False,
+        proxy=route.proxy,
+        proxy_headers=route.proxy_headers,
+        headers=route.headers,
+    ) as response:
         if response.status == 200:
             document = orjson.loads(await response.read())
     info = models_info(document, model)
     if info.context_window is None and _looks_like_ollama(base_url, document):
         root = base_url.removesuffix("/").removesuffix("/v1")
         body = orjson.dumps({"model": model})
-        async with http.post(f"{root}/api/show", data=body, allow_redirects=False) as response:
+        async with http.post(
+            f"{root}/api/show",
+            data=body,
+            allow_redirects=False,
+            proxy=route.proxy,
+            proxy_headers=route.proxy_headers,
+            headers=route.headers,
+        ) as response:
             if response.status == 200:
                 info.context_window = ollama_window(orjson.loads(await response.read()))
     return info
