@@ -336,6 +336,19 @@ def test_model_source_rereads_the_file_for_each_session(config: Path) -> None:
     assert model.name == "openai:deepseek-chat"
 
 
+def test_sessions_with_the_same_settings_share_them(config: Path) -> None:
+    # Each session resolves its settings again; equal settings are one object, not a copy per
+    # idle session, and a change (a key stored meanwhile) still reaches the next session.
+    source = ModelSource("openai:deepseek-chat", None, {}, config)
+    first, second = source.model(), source.model()
+    assert first.settings is second.settings
+    store_api_key(config, "sk-stored")
+    third = source.model()
+    assert third.settings.api_key == "sk-stored"
+    assert first.settings.api_key is None
+    assert source.model().settings is third.settings
+
+
 def test_model_source_reports_a_broken_file(config: Path) -> None:
     write(config, "api_key = [\n")
     source = ModelSource("openai:gpt-4o", None, {}, config)

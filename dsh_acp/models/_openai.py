@@ -100,9 +100,16 @@ class OpenAIModel:
         self._jitter = jitter
         self._client: aiohttp.ClientSession | None = None
         self._route: Route | None = None
-        self._where = display_url(settings.base_url)
-        self._key = (settings.base_url, settings.model)
         self._encoder = RequestEncoder(settings)
+
+    # Derived on use, not stored: a model is made for every session, most of them idle.
+    @property
+    def _where(self) -> str:
+        return display_url(self.settings.base_url)
+
+    @property
+    def _key(self) -> tuple[str, str]:
+        return (self.settings.base_url, self.settings.model)
 
     @property
     def context_window(self) -> int | None:

@@ -46,6 +46,10 @@ class ModelSource:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
     config_path: Path | None = None
     build: Callable[[ModelSettings], OpenAIModel] = build_openai_model
+    _last: list[ModelSettings] = field(default_factory=list, init=False, compare=False, repr=False)
+    """The settings the last resolution gave: one object that sessions with the same settings
+    share (each session resolves them again, and a copy per session was half of an idle
+    session's memory)."""
 
     @classmethod
     def from_process(cls, cli_model: str | None, cli_base_url: str | None) -> ModelSource:
@@ -62,6 +66,10 @@ class ModelSource:
         settings = self.settings()
         if settings is None:
             raise SettingsError("no model is configured: " + _NO_MODEL_HELP)
+        if self._last and self._last[0] == settings:
+            settings = self._last[0]
+        else:
+            self._last[:] = [settings]
         return self.build(settings)
 
     def missing_key(self) -> str | None:
