@@ -16,10 +16,12 @@ agent's CPU ≤ 2 ms per MB (the command's own CPU is not the agent's: it runs i
 
 The client hashes the decoded ``data`` of every update (nothing is stored) and checks length and
 SHA-256 against the command's own output: every byte exactly once. Figures, medians over
-``--runs`` fresh processes each, interleaved: MB/s from sending ``session/prompt`` to the
-``terminal_exit`` update (1 MB = 10⁶ B); the agent's process CPU (its threads only) over the same
-span per MB; the agent's peak RSS growth (``VmHWM`` reset before the prompt; target ≤ 32 MB).
-Exits non-zero when a target is missed.
+``--runs`` fresh processes each, interleaved, each running the command twice (two prompts) and
+measured on the second: the first prompt of a fresh agent also loads the agent loop, the tools
+and pydantic, a cost of its own (the README's performance section). MB/s from sending that
+``session/prompt`` to the ``terminal_exit`` update (1 MB = 10⁶ B); the agent's process CPU (its
+threads only) over the same span per MB; the agent's peak RSS growth (``VmHWM`` reset before
+that prompt; target ≤ 32 MB). Exits non-zero when a target is missed.
 """
 
 from __future__ import annotations
@@ -129,40 +131,49 @@ def one_run(command: list[str], cwd: str, env: dict[str, str], expected: tuple[i
     try:
         child.call("initialize", INIT_PARAMS)
         session = child.call("session/new", {"cwd": cwd, "mcpServers": []})["sessionId"]
-        rss_before = child.status_kib("VmRSS")
-        reset = child.reset_peak()
-        cpu_before = child.cpu_seconds()
-        start = time.perf_counter()
-        request_id = child.request(
-            "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
-        )
-        digest = hashlib.sha256()
-        length = 0
-        exit_at = cpu_at_exit = None
-        for message in child.messages():
-            if "method" not in message:
-                assert message.get("id") == request_id, message
-                assert message["result"]["stopReason"] == "end_turn", message
-                break
-            meta = (message["params"].get("update") or {}).get("_meta") or {}
-            output = meta.get("terminal_output")
-            if output is not None:
-                data = output["data"].encode()
-                digest.update(data)
-                length += len(data)
-            if "terminal_exit" in meta:
-                exit_at, cpu_at_exit = time.perf_counter(), child.cpu_seconds()
-        assert exit_at is not None, "no terminal_exit"
-        assert cpu_at_exit is not None
-        assert (length, digest.hexdigest()) == expected, ("output differs", length, expected[0])
-        hwm = child.status_kib("VmHWM")
-        return {
-            "mb_per_s": length / 1e6 / (exit_at - start),
-            "cpu_ms_per_mb": (cpu_at_exit - cpu_before) * 1000 / (length / 1e6),
-            "growth_mib": (hwm - (rss_before if reset else hwm)) / 1024,
-        }
+        # The first prompt of a fresh agent loads the agent loop, the tools and pydantic (about
+        # 180 ms of CPU, a third of this span): that is the first prompt's cost, not bash's
+        # output path. The same command runs once unmeasured, then once measured.
+        prompt(child, session, expected)
+        return prompt(child, session, expected)
     finally:
         child.close()
+
+
+def prompt(child: NdjsonChild, session: str, expected: tuple[int, str]) -> dict[str, float]:
+    """One prompt whose turn runs the command: its rate, agent CPU per MB and peak RSS growth."""
+    rss_before = child.status_kib("VmRSS")
+    reset = child.reset_peak()
+    cpu_before = child.cpu_seconds()
+    start = time.perf_counter()
+    request_id = child.request(
+        "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+    )
+    digest = hashlib.sha256()
+    length = 0
+    exit_at = cpu_at_exit = None
+    for message in child.messages():
+        if "method" not in message:
+            assert message.get("id") == request_id, message
+            assert message["result"]["stopReason"] == "end_turn", message
+            break
+        meta = (message["params"].get("update") or {}).get("_meta") or {}
+        output = meta.get("terminal_output")
+        if output is not None:
+            data = output["data"].encode()
+            digest.update(data)
+            length += len(data)
+        if "terminal_exit" in meta:
+            exit_at, cpu_at_exit = time.perf_counter(), child.cpu_seconds()
+    assert exit_at is not None, "no terminal_exit"
+    assert cpu_at_exit is not None
+    assert (length, digest.hexdigest()) == expected, ("output differs", length, expected[0])
+    hwm = child.status_kib("VmHWM")
+    return {
+        "mb_per_s": length / 1e6 / (exit_at - start),
+        "cpu_ms_per_mb": (cpu_at_exit - cpu_before) * 1000 / (length / 1e6),
+        "growth_mib": (hwm - (rss_before if reset else hwm)) / 1024,
+    }
 
 
 def main(runs: int, count: int) -> int:
