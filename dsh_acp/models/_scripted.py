@@ -121,6 +121,10 @@ class ScriptedModel:
                 _check_step(step, f"turns[{t}][{s}]", problems)
         if problems:
             raise ScriptError(f"script {source} is malformed: " + "; ".join(problems))
+        self._adopt(turns, source)
+
+    def _adopt(self, turns: list[Any], source: str) -> None:
+        """Take checked turns: the one place a model's state is set, checked here or before."""
         self._turns = turns
         self.source = source
 
@@ -139,7 +143,7 @@ class ScriptedModel:
             raise ScriptError(f"cannot read script {path}: {error}") from None
         if _last_checked is not None and _last_checked[0] == data:
             model = cls.__new__(cls)
-            model._turns, model.source = _last_checked[1], str(path)
+            model._adopt(_last_checked[1], str(path))
             return model
         try:
             document = orjson.loads(data)
