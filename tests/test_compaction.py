@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai import FakeOpenAI, chunk, llama_error, stream_reply
+from fake_openai import FakeOpenAI, chunk, llama_error, prompt_tokens, stream_reply
 
 from dsh_acp import (
     AssistantMessage,
+    ContextMessage,
     Message,
     RpcError,
     ToolCallRequest,
@@ -20,6 +21,7 @@ from dsh_acp import (
     build_config,
 )
 from dsh_acp.loop._compaction import choose_cut
+from dsh_acp.session._events import SUMMARY_PREFIX
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import TextBlock
 
@@ -35,7 +37,7 @@ def answer(text: str, usage: tuple[int, int] | None = None) -> Any:
     return stream_reply(*documents)
 
 
-def args(server: FakeOpenAI, tmp_path: Path) -> list[str]:
+def args(server: FakeOpenAI, tmp_path: Path, tools: bool = False) -> list[str]:
     return [
         "--model",
         "openai:fake",
@@ -43,7 +45,7 @@ def args(server: FakeOpenAI, tmp_path: Path) -> list[str]:
         server.base_url,
         "--state-dir",
         str(tmp_path / "state"),
-        "--no-tools",
+        *([] if tools else ["--no-tools"]),
     ]
 
 
@@ -72,6 +74,10 @@ def test_a_cut_falls_where_a_turn_or_step_begins_and_shrinks_tool_output() -> No
     assert len(shrunk.content[0].text) < 2000  # type: ignore[union-attr]
     assert choose_cut([user("only")], 4000, keep_current_turn=True) is None
     assert choose_cut(history, None) is not None
+    summary = ContextMessage(SUMMARY_PREFIX + "what happened")
+    assert choose_cut([summary, user("now")], 4000, keep_current_turn=True) is None
+    assert choose_cut([summary], None) is None
+    assert choose_cut([summary, user("then"), AssistantMessage(text="done")], None) is not None
 
 
 async def test_compacts_before_a_request_that_would_not_fit(acp_schema: AcpSchema, tmp_path: Path) -> None:
@@ -216,3 +222,27 @@ async def test_a_refused_request_is_a_warning_notice_and_the_summary_no_message(
     said = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
     assert said == "First answer.Second answer."
     assert "SUMMARY-ONE" in texts(server.requests[-1])
+
+
+async def test_a_summary_alone_is_not_summarised_again(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    # The reference tools' definitions fill most of a small window, so each turn's request sits
+    # near the threshold even after compacting: a compaction that could only summarise the last
+    # summary again frees nothing and costs a model call, so it is not made.
+    window = 1500
+    replies = [answer(f"Answer {n}.") for n in range(12)]
+    async with FakeOpenAI(replies, strict=True, n_ctx=window, title="T") as server:
+        config = build_config(args(server, tmp_path, tools=True))
+        async with AcpClient.in_memory(config, schema=acp_schema) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            for n in range(3):
+                assert await client.prompt(sid, f"question {n} " * 20) == {"stopReason": "end_turn"}
+        client.assert_valid()
+    assert server.refused == []
+    asked = [r.json for r in server.requests if r.method == "POST"]
+    assert prompt_tokens(asked[0]) > 0.7 * window  # the regime this test is about: tools fill the window
+    summaries = [body for body in asked if "tools" not in body]
+    # One compaction per turn after the first, each summarising the turn before it.
+    assert len(summaries) == 2
+    for body in summaries:
+        assert any("question" in str(m.get("content")) for m in body["messages"][1:-1])

@@ -15,6 +15,7 @@ from typing import Final
 
 from dsh_acp.acp._updates import Notice, notice
 from dsh_acp.models._model import AssistantMessage, ContextMessage, Message, ToolResultMessage, UserMessage
+from dsh_acp.session._events import SUMMARY_PREFIX
 from dsh_tools import ContentBlock, TextBlock, bound_text
 
 __all__ = [
@@ -64,9 +65,9 @@ def choose_cut(
 ) -> Cut | None:
     """The longest prefix, oldest first, that fits ``budget_chars`` once shrunk (``None``: no
     limit), cut where a turn or a tool step begins; ``None`` when nothing can be summarised (the
-    history is one turn's first message). With ``keep_current_turn`` (compacting in the middle
-    of a turn) the newest message always stays, and so does the turn's prompt where the cut can
-    fall before it."""
+    history is one turn's first message, or all that may go is an earlier compaction's summary).
+    With ``keep_current_turn`` (compacting in the middle of a turn) the newest message always
+    stays, and so does the turn's prompt where the cut can fall before it."""
     cuts = [i for i in range(1, len(history)) if isinstance(history[i], (UserMessage, AssistantMessage))]
     if not keep_current_turn:
         cuts.append(len(history))
@@ -74,7 +75,9 @@ def choose_cut(
         turn = max((i for i in cuts if isinstance(history[i], UserMessage)), default=0)
         if turn > 0:
             cuts = [i for i in cuts if i <= turn]
-    if not cuts:
+    if not cuts or (cuts[-1] == 1 and _is_summary(history[0])):
+        # Summarising a summary alone costs a model call and frees next to nothing: it is
+        # already cut to a share of the window, and a new one may be as long.
         return None
     shrunk = [_shrink(message, _RESULT_CHARS) for message in history]
     if budget_chars is None:
@@ -93,6 +96,10 @@ def choose_cut(
     sizes = _running_sizes(prefix)
     start = next(i for i in range(end + 1) if sizes[-1] - sizes[i] <= budget_chars)
     return Cut(end, prefix[start:] or prefix[-1:])
+
+
+def _is_summary(message: Message) -> bool:
+    return isinstance(message, ContextMessage) and message.text.startswith(SUMMARY_PREFIX)
 
 
 def _running_sizes(messages: Sequence[Message]) -> list[int]:
