@@ -75,8 +75,8 @@ class StreamCapture:
         if room > 0:
             self._head += data[:room]
             data = data[room:]
-        if len(data) >= self._tail_max:
-            self._tail[:] = data[len(data) - self._tail_max :]
+        if len(data) >= self._tail_max:  # a view: the tail is copied once, not sliced out first
+            self._tail[:] = memoryview(data)[len(data) - self._tail_max :]
         elif data:
             self._tail += data
             del self._tail[: max(0, len(self._tail) - self._tail_max)]

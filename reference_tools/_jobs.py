@@ -23,6 +23,7 @@ from dsh_tools import BOUND_BYTES, ProgressSink, SessionTasks, TerminalOutput, w
 from dsh_tools.processes import ProcessGroup, signal_name
 
 from ._capture import StreamCapture
+from ._heap import keep_freed_heap
 
 __all__ = ["BashSettings", "Job", "Shell", "SpawnError", "command_env"]
 
@@ -178,6 +179,8 @@ class Job:
             except BlockingIOError:
                 await anyio.wait_readable(fd)
                 continue
+            if len(data) == _CHUNK:  # a flood: the pipe held a whole read
+                keep_freed_heap()
             capture.feed(data)
             text = decoder.decode(data, final=not data)
             if text:
