@@ -79,18 +79,31 @@ class Output:
 
     def write(self, data: bytes, at_once: bool = False) -> None:
         """Queue one encoded message; ``at_once`` for a notification (see the module docstring)."""
-        self._pending.append(data)
+        pending = self._pending
+        if (
+            at_once
+            and not pending
+            and self._writer_wakeup is not None
+            and not self._flush_scheduled
+            and self._call_soon is not None
+            and (now := monotonic_ns()) - self._flushed_at >= self._burst_gap_ns
+        ):
+            # A notification after a quiet spell (a model's next token from the network) is
+            # written now: a flush scheduled for it alone would cost a loop turn of its own, as
+            # much CPU again as relaying the token. Answers keep the end of the turn, so the
+            # notifications that follow one (a session's commands) leave in the same write.
+            # Nothing is queued and the writer is idle, so it goes straight to the descriptor,
+            # without the queue's append, join and clear and a call fewer (every trickled token's
+            # write comes here).
+            self._flushed_at = now
+            self._write_out(data)
+            return
+        pending.append(data)
         self.pending_bytes += len(data)
         if self._writer_wakeup is None or self._flush_scheduled:
             return  # the writer is busy and takes the queue next, or a flush is already due
         if self._call_soon is None:
             self.wake_writer()
-        elif at_once and (now := monotonic_ns()) - self._flushed_at >= self._burst_gap_ns:
-            # A notification after a quiet spell (a model's next token from the network) is
-            # written now: a flush scheduled for it alone would cost a loop turn of its own, as
-            # much CPU again as relaying the token. Answers keep the end of the turn, so the
-            # notifications that follow one (a session's commands) leave in the same write.
-            self._flush_now(now)
         else:
             # Inside a burst: write from a plain callback at the end of this loop turn, so all that
             # is queued by then goes out in one system call, without switching to the writer task
@@ -98,24 +111,29 @@ class Output:
             self._flush_scheduled = True
             self._call_soon(self._flush_now)
 
-    def _flush_now(self, now: int = 0) -> None:
+    def _flush_now(self) -> None:
         self._flush_scheduled = False
-        self._flushed_at = now or monotonic_ns()
+        self._flushed_at = monotonic_ns()
         if self._writer_wakeup is None or not self._pending:
             return  # the writer has data in flight: writing here would reorder
+        self._write_out(self._take_pending())
+
+    def _write_out(self, data: bytes) -> None:
+        """Write from the loop (the writer task is idle); what the pipe does not take now, the
+        writer waits to write, ahead of anything queued since."""
         assert self._write_nowait is not None
-        data = self._take_pending()
         try:
             written = self._write_nowait(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._failed(exc)
             return
-        if written < len(data):  # the pipe is full: the writer waits until it can take the rest
-            if written:
-                self._line_open = data[written - 1] != _NEWLINE
-            self._pending.insert(0, data[written:])
-            self.pending_bytes += len(data) - written
-            self.wake_writer()
+        if written == len(data):
+            return
+        if written:
+            self._line_open = data[written - 1] != _NEWLINE
+        self._pending.insert(0, data[written:])
+        self.pending_bytes += len(data) - written
+        self.wake_writer()
 
     def _take_pending(self) -> bytes:
         pending = self._pending
