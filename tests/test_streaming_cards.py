@@ -5,6 +5,8 @@ model's streamed calls are pinned by the ``streamed_card_titles`` wire golden)."
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +23,12 @@ from dsh_acp import (
     ToolCallRequest,
     ToolCallStart,
 )
-from dsh_acp.loop._streaming_cards import preview_title
+from dsh_acp.loop._streaming_cards import preview_plan, preview_title
 from dsh_acp.testing import AcpClient, AcpSchema, Normalizer, golden_diff
 from dsh_tools import GenericCallView, ToolDefinition, text
 from reference_tools.ask import ask_user_tool
 from reference_tools.fs import edit_tool, read_tool, write_tool
+from reference_tools.todo import todo_tool
 
 pytestmark = pytest.mark.anyio
 
@@ -54,6 +57,33 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return {"XDG_CONFIG_HOME": str(tmp_path / "config"), "DSH_API_KEY": ""}
 
 
+@asynccontextmanager
+async def _session(
+    acp_schema: AcpSchema, server: FakeOpenAI, tmp_path: Path
+) -> AsyncIterator[tuple[AcpClient, str]]:
+    """The agent on ``server``'s model, initialized, with a session in ``tmp_path``; the client's
+    messages are checked against the schema at the end."""
+    async with AcpClient.subprocess(
+        _agent_args(server, tmp_path), schema=acp_schema, env=_env(tmp_path)
+    ) as client:
+        await client.initialize()
+        yield client, await client.new_session(str(tmp_path))
+    client.assert_valid()
+
+
+@asynccontextmanager
+async def _prompting(client: AcpClient, sid: str, text: str) -> AsyncIterator[list[Any]]:
+    """A prompt whose turn runs while the body does; the list holds its answer afterwards."""
+    answer: list[Any] = []
+
+    async def prompt() -> None:
+        answer.append(await client.prompt(sid, text))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(prompt)
+        yield answer
+
+
 async def test_a_write_is_titled_while_its_content_still_streams(
     acp_schema: AcpSchema, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -75,13 +105,7 @@ async def test_a_write_is_titled_while_its_content_still_streams(
             await client.initialize({"fs": {"readTextFile": False, "writeTextFile": False}})
             sid = await client.new_session(str(workspace))
             first = len(client.agent_messages)
-            async with anyio.create_task_group() as group:
-                answer: list[Any] = []
-
-                async def prompt() -> None:
-                    answer.append(await client.prompt(sid, "Write the notes"))
-
-                group.start_soon(prompt)
+            async with _prompting(client, sid, "Write the notes") as answer:
                 await client.wait_for(
                     lambda _: any("title" in u for u in client.updates(sid, ["tool_call_update"]))
                 )
@@ -141,16 +165,13 @@ async def test_arguments_that_make_no_title_leave_the_card_alone_and_the_agent_s
         stream_reply(chunk("Those failed."), chunk(finish="stop")),
         stream_reply(chunk("Still here."), chunk(finish="stop")),
     ]
-    async with FakeOpenAI(replies, title="Reads") as server:
-        async with AcpClient.subprocess(
-            _agent_args(server, tmp_path), schema=acp_schema, env=_env(tmp_path)
-        ) as client:
-            await client.initialize()
-            sid = await client.new_session(str(tmp_path))
-            assert await client.prompt(sid, "Read them") == {"stopReason": "end_turn"}
-            assert await client.prompt(sid, "Again?") == {"stopReason": "end_turn"}
-            updates = client.updates(sid, ["tool_call", "tool_call_update"])
-        client.assert_valid()
+    async with (
+        FakeOpenAI(replies, title="Reads") as server,
+        _session(acp_schema, server, tmp_path) as (client, sid),
+    ):
+        assert await client.prompt(sid, "Read them") == {"stopReason": "end_turn"}
+        assert await client.prompt(sid, "Again?") == {"stopReason": "end_turn"}
+        updates = client.updates(sid, ["tool_call", "tool_call_update"])
     announced = [u["toolCallId"] for u in updates if u["sessionUpdate"] == "tool_call"]
     assert announced == ["call_a", "call_b", "call_c", "call_d"]
     retitled = [
@@ -245,3 +266,160 @@ def test_a_script_with_bad_pieces_is_refused() -> None:
         ScriptError, match=r"a string or a list of strings; .*pause_ms must be a non-negative"
     ):
         ScriptedModel([[{"tool_calls": [call]}]])
+
+
+# -- a plan, entry by entry -------------------------------------------------------------------
+
+_PLAN = [
+    {"content": "Read the failing test", "status": "completed"},
+    {"content": "Fix the parser", "status": "in_progress", "priority": "high"},
+    {"content": "Run the suite", "status": "pending"},
+]
+
+
+def _wire(*entries: dict[str, Any]) -> list[dict[str, Any]]:
+    """Plan entries as the ``plan`` update carries them."""
+    return [
+        {"content": e["content"], "priority": e.get("priority", "medium"), "status": e["status"]}
+        for e in entries
+    ]
+
+
+def _plan_pieces(call_id: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``todo_write`` of ``entries``, its arguments cut mid-entry: the call, then one piece per
+    entry that ends inside the next entry's content (the last piece closes the call)."""
+    text = json.dumps({"todos": entries})
+    cuts = [text.index(e["content"]) + 3 for e in entries[1:]]
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    return [
+        chunk(tool_calls=[tool_delta(0, id=call_id, name="todo_write", arguments="")]),
+        *_arguments(*pieces),
+    ]
+
+
+def _plans(client: AcpClient, sid: str) -> list[list[dict[str, Any]]]:
+    return [u["entries"] for u in client.updates(sid, ["plan"])]
+
+
+async def test_a_plan_shows_its_entries_as_they_stream(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    # A model may take seconds to write a long plan: each entry is shown once it is whole (the
+    # next has begun), not all of them at the end; the complete call's plan closes it.
+    streamed = stream_reply(
+        *_plan_pieces("call_p", _PLAN),
+        chunk(finish="tool_calls"),
+        pause=0.12,  # more than the retitle interval: every piece may show
+        hold_after=3,  # the call, the first entry, the second: the third is still to come
+    )
+    replies = [streamed, stream_reply(chunk("Planned."), chunk(finish="stop"))]
+    async with (
+        FakeOpenAI(replies, title="Plan") as server,
+        _session(acp_schema, server, tmp_path) as (client, sid),
+    ):
+        async with _prompting(client, sid, "Plan it") as answer:
+            await client.wait_for(lambda _: _wire(*_PLAN[:2]) in _plans(client, sid))
+            # The server holds the rest of the call: these came while it streamed.
+            assert _plans(client, sid) == [_wire(_PLAN[0]), _wire(*_PLAN[:2])]
+            server.resume()
+        assert answer == [{"stopReason": "end_turn"}]
+        plans = _plans(client, sid)
+        cards = client.updates(sid, ["tool_call", "tool_call_update"])
+    assert plans == [_wire(_PLAN[0]), _wire(*_PLAN[:2]), _wire(*_PLAN)]
+    assert cards == []  # a plan is the session's plan, never a tool card
+
+
+@pytest.mark.parametrize("ending", ["invalid", "cancelled", "cut off"])
+async def test_a_streamed_plan_the_tool_does_not_keep_gives_way_to_the_one_before(
+    acp_schema: AcpSchema, tmp_path: Path, ending: str
+) -> None:
+    # The plan shown while a call streamed is only a preview: when the call does not become the
+    # session's plan (its arguments are refused, the turn is cancelled, the response is cut off
+    # by the model's output limit), the editor's plan is the last one the tool kept again.
+    first = [{"content": "Look around", "status": "in_progress"}]
+    second = [*_PLAN[:2], {"content": "Run the suite", "status": "bogus"}]
+    pieces = _plan_pieces("call_q", second if ending == "invalid" else _PLAN)
+    if ending == "cut off":
+        pieces = [*pieces[:-1], chunk(finish="length")]  # the arguments never close
+    else:
+        pieces.append(chunk(finish="tool_calls"))
+    kept = stream_reply(*_plan_pieces("call_p", first), chunk(finish="tool_calls"))
+    preview = stream_reply(*pieces, pause=0.12, hold_after=3 if ending == "cancelled" else None)
+    replies = [
+        kept,
+        stream_reply(chunk("Planned."), chunk(finish="stop")),
+        preview,
+        stream_reply(chunk("Stopped."), chunk(finish="stop")),
+        stream_reply(chunk("Yes."), chunk(finish="stop")),
+    ]
+    async with (
+        FakeOpenAI(replies, title="Plan") as server,
+        _session(acp_schema, server, tmp_path) as (client, sid),
+    ):
+        assert await client.prompt(sid, "Plan it") == {"stopReason": "end_turn"}
+        assert _plans(client, sid) == [_wire(*first)]
+        async with _prompting(client, sid, "Plan again") as answer:
+            await client.wait_for(lambda _: _wire(*_PLAN[:2]) in _plans(client, sid))
+            if ending == "cancelled":
+                await client.cancel(sid)
+                server.resume()
+        plans = _plans(client, sid)
+        assert await client.prompt(sid, "Still there?") == {"stopReason": "end_turn"}
+    stop = {"invalid": "end_turn", "cancelled": "cancelled", "cut off": "max_tokens"}[ending]
+    assert answer == [{"stopReason": stop}]
+    assert plans == [_wire(*first), _wire(_PLAN[0]), _wire(*_PLAN[:2]), _wire(*first)]
+
+
+async def test_a_loaded_session_gives_back_the_plan_its_log_kept(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    # The plan to go back to is part of the session's state, restored from its log: a session
+    # loaded by a new agent process whose streamed plan is refused shows the logged plan again.
+    first = [{"content": "Look around", "status": "in_progress"}]
+    refused = [*_PLAN[:2], {"content": "Run the suite", "status": "bogus"}]
+    replies = [
+        stream_reply(*_plan_pieces("call_p", first), chunk(finish="tool_calls")),
+        stream_reply(chunk("Planned."), chunk(finish="stop")),
+        stream_reply(*_plan_pieces("call_q", refused), chunk(finish="tool_calls"), pause=0.12),
+        stream_reply(chunk("Refused."), chunk(finish="stop")),
+    ]
+    async with FakeOpenAI(replies, title="Plan") as server:
+        args, env = _agent_args(server, tmp_path), _env(tmp_path)
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize()
+            sid = await client.new_session(str(tmp_path))
+            assert await client.prompt(sid, "Plan it") == {"stopReason": "end_turn"}
+        async with AcpClient.subprocess(args, schema=acp_schema, env=env) as client:
+            await client.initialize()
+            params = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+            await client.request("session/load", params)
+            assert _plans(client, sid) == [_wire(*first)]  # the replay's
+            assert await client.prompt(sid, "Plan again") == {"stopReason": "end_turn"}
+            plans = _plans(client, sid)
+        client.assert_valid()
+    assert plans == [_wire(*first), _wire(_PLAN[0]), _wire(*_PLAN[:2]), _wire(*first)]
+
+
+_A = '{"content": "Read it", "status": "completed"}'
+
+
+@pytest.mark.parametrize(
+    ("partial", "shown"),
+    [
+        ('{"todos": [' + _A + ', {"con', ["Read it"]),
+        # The last item waits for the next to begin: a comma after it does not say whether it
+        # ends the entry or one of the entry's members.
+        ('{"todos": [' + _A + ', {"content": "Fix it", "status": "in_progress"}, ', ["Read it"]),
+        ('{"todos": [' + _A + ', {"content": "Fix it", "status": "in_progress"}, {', ["Read it", "Fix it"]),
+        ('{"todos": [' + _A, None),  # the entry may go on ("priority" may follow)
+        ('{"todos": [' + _A + "]}", None),  # complete: the call's result shows it
+        ('{"todos": [{"content": "Read it", "status": "bogus"}, {', None),  # the presenter refuses
+        ('{"todos": "a string", ', None),
+        ('{"todos": [7, ', None),
+        ("[1, 2, ", None),
+        ("not json", None),
+    ],
+)
+def test_a_partial_plan_is_the_presenters_plan_of_the_whole_entries(
+    partial: str, shown: list[str] | None
+) -> None:
+    view = preview_plan(todo_tool(), partial)
+    assert (None if view is None else [entry.content for entry in view.entries]) == shown

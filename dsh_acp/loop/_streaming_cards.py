@@ -7,6 +7,11 @@ src/app.py" while its content streams rather than "write". When the response is 
 call's full card is sent as an update of the card already shown; a call that never completed is
 closed as ``failed``.
 
+A plan tool's call (its presenter gives a ``PlanView``) is never a card: its entries are shown as
+the session's plan while they stream, each once it is whole (the next one has begun). The call's
+result then sends the plan it keeps; a call that keeps none (it fails, is cut off, or the turn is
+cancelled) gives the editor the plan it showed before back (``withdraw``).
+
 The arguments are the model's, so anything goes: text that does not parse, values of the wrong
 type, a presenter that raises. All of that leaves the card as it is. Retitling is throttled
 (only on growth, at most every ``_INTERVAL``) so that a call streamed in thousands of tiny
@@ -20,8 +25,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from dsh_acp.acp._bridge import CallInfo, announce_call, relativize_title
-from dsh_acp.acp._updates import tool_call_update
+from dsh_acp.acp._bridge import CallInfo, announce_call, plan_update, relativize_title
+from dsh_acp.acp._updates import PlanEntry, plan, tool_call_update
 from dsh_acp.models._model import ToolCallArguments, ToolCallRequest, ToolCallStart
 from dsh_tools import DiffCallView, GenericCallView, PlanView, TerminalCallView, shown_text
 
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
     from dsh_acp.session._session import Session
     from dsh_tools import ToolDefinition
 
-__all__ = ["StreamingCards", "preview_title"]
+__all__ = ["StreamingCards", "preview_plan", "preview_title"]
 
 _GROWTH: Final = 1.25
 """The arguments are parsed again once they are this many times as long as at the last parse."""
@@ -60,6 +65,32 @@ def preview_title(definition: ToolDefinition, text: str, cwd: str) -> str | None
         return None
     title = shown_text(relativize_title(view.title, cwd))
     return title if len(title) <= _TITLE_CHARS else title[: _TITLE_CHARS - 1] + "…"
+
+
+def preview_plan(definition: ToolDefinition, text: str) -> PlanView | None:
+    """The plan the tool's presenter gives arguments that are still streaming (``text``), with
+    only the entries that are whole: the last item of the list still arriving is left out, since
+    the parser reads a half-written entry as complete (``{"content": "Fix the`` is an entry
+    without its status, or with half its content)."""
+    from pydantic_core import from_json
+
+    try:
+        arguments = from_json(text, allow_partial=True, cache_strings="keys")
+    except ValueError:
+        return None
+    if not isinstance(arguments, dict) or not arguments:
+        return None
+    key = next(reversed(arguments))
+    if isinstance(arguments[key], list):
+        arguments[key] = arguments[key][:-1]
+    if not _fill_missing(definition.parameters, arguments):
+        return None
+    view = definition.preview_view(arguments)
+    if not isinstance(view, PlanView) or not view.entries:
+        return None
+    if any(_MISSING in entry.content for entry in view.entries):
+        return None
+    return view
 
 
 def _complete_members(text: str) -> dict[str, Any] | None:
@@ -139,6 +170,15 @@ class _Card:
     """When the title last changed (``time.monotonic``)."""
 
 
+@dataclass(eq=False, slots=True)
+class _Plan:
+    definition: ToolDefinition
+    shown: tuple[PlanEntry, ...] | None = None
+    """The entries last shown while the call streamed (``None``: none yet)."""
+    parsed: int = 0
+    shown_at: float = 0.0
+
+
 class StreamingCards:
     """The cards of the calls announced while they streamed, until each gets its full card.
 
@@ -151,6 +191,8 @@ class StreamingCards:
         self._ids: dict[str, str] = {}
         """The ids the model gave the calls of this response, to the unique ids they were given."""
         self._cards: dict[str, _Card] = {}
+        self._plans: dict[str, _Plan] = {}
+        """The streaming calls of plan tools, by unique id, until their call is taken."""
 
     async def started(self, start: ToolCallStart) -> None:
         """A ``pending`` card for a call whose arguments are still streaming (titled by its tool
@@ -170,7 +212,10 @@ class StreamingCards:
             if _fill_missing(definition.parameters, probe, probe=True)
             else None
         )
-        if isinstance(view, PlanView | TerminalCallView):
+        if isinstance(view, PlanView):
+            self._plans[call_id] = _Plan(definition)
+            return
+        if isinstance(view, TerminalCallView):
             return
         info = CallInfo(call_id=call_id, name=start.name, arguments={}, view=None, kind=definition.kind)
         self._cards[call_id] = _Card(info, definition, start.name)
@@ -184,7 +229,11 @@ class StreamingCards:
         """The call's arguments grew: retitle its card if the presenter now says more."""
         call_id = self._ids.get(event.id)
         card = self._cards.get(call_id) if call_id is not None else None
-        if card is None or card.definition.present_call is None or len(event.text) < card.parsed * _GROWTH:
+        if card is None:
+            if call_id in self._plans:
+                await self._plan_grew(self._plans[call_id], event.text)
+            return
+        if card.definition.present_call is None or len(event.text) < card.parsed * _GROWTH:
             return
         now = time.monotonic()
         if card.retitled and now - card.retitled < _INTERVAL:
@@ -195,6 +244,35 @@ class StreamingCards:
             return
         card.title, card.retitled = title, now
         await self._session.send(tool_call_update(card.info.call_id, title=title))
+
+    async def _plan_grew(self, stream: _Plan, text: str) -> None:
+        """Show the entries of a streaming plan that are whole, when there are more of them (on
+        growth, at most every ``_INTERVAL``, as a card's title)."""
+        if len(text) < stream.parsed * _GROWTH:
+            return
+        now = time.monotonic()
+        if stream.shown_at and now - stream.shown_at < _INTERVAL:
+            return
+        stream.parsed = len(text)
+        view = preview_plan(stream.definition, text)
+        if view is None:
+            return
+        update = plan_update(view)
+        entries = tuple(update["entries"])
+        if entries == stream.shown:
+            return
+        stream.shown, stream.shown_at = entries, now
+        await self._session.send(update)
+
+    def take_plan(self, call_id: str) -> bool:
+        """Whether a plan was shown while the call streamed (its result must then replace it:
+        with the plan it keeps, else by ``withdraw``)."""
+        stream = self._plans.pop(call_id, None)
+        return stream is not None and stream.shown is not None
+
+    async def withdraw(self) -> None:
+        """Show the session's plan again in place of one shown while a call streamed."""
+        await self._session.send(plan(self._session.plan))
 
     def complete(self, request: ToolCallRequest) -> ToolCallRequest:
         """The complete call, under the unique id its card has (a call that did not stream
@@ -216,6 +294,11 @@ class StreamingCards:
         for call_id in [call_id for call_id in self._cards if call_id not in complete]:
             del self._cards[call_id]
             await self._session.send(tool_call_update(call_id, "failed"))
+        shown = False
+        for call_id in [call_id for call_id in self._plans if call_id not in complete]:
+            shown = self.take_plan(call_id) or shown
+        if shown:
+            await self.withdraw()
 
     async def close_all(self) -> None:
         """After a cancel: every card still waiting for its full card is closed as ``failed``."""

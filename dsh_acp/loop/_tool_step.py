@@ -72,6 +72,8 @@ class _Call:
     attached: str | None = None
     """The client's own terminal the command runs in (``terminal/create``), if any."""
     printed: Printed | None = None
+    partial_plan: bool = False
+    """Whether entries of the call's plan were shown while it streamed (its result replaces them)."""
 
     @property
     def is_plan(self) -> bool:
@@ -182,6 +184,7 @@ class ToolStep:
             return  # the log failed and the turn is stopping: the editor never hears of the call
         call.announced = True
         early = self._streaming.take(call.info.call_id)
+        call.partial_plan = self._streaming.take_plan(call.info.call_id)
         if call.is_plan:
             return  # a plan is shown as the session's plan, not as a tool card
         card = announce_call(call.info, status, self.session.render)
@@ -244,6 +247,8 @@ class ToolStep:
         )
         if not logged:
             # The turn is stopping: the call closes as failed, as a reload of the log will show it.
+            if call.partial_plan:
+                await self._streaming.withdraw()
             return
         call.answered = call.finished = True
         updates = finish_call(
@@ -251,6 +256,8 @@ class ToolStep:
         )
         for update in updates:
             await session.send(update)
+        if call.partial_plan and not any(update["sessionUpdate"] == "plan" for update in updates):
+            await self._streaming.withdraw()  # the plan it showed while streaming is not kept
 
     async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
         from ._asking import PermissionQuestion  # loaded with the first question, not at start-up
@@ -275,6 +282,8 @@ class ToolStep:
     async def close_open_calls(self) -> None:
         """After a cancel: close every announced, unfinished call as ``failed``, and settle the
         conversation so that every tool call of the interrupted step has a result."""
+        if any(call.partial_plan and not call.finished for call in self._calls.values()):
+            await self._streaming.withdraw()  # a plan that streamed in, its call never finished
         for call in self._calls.values():
             if call.announced and not call.finished and not call.is_plan:
                 call.finished = True
