@@ -185,7 +185,10 @@ class Job:
             text = decoder.decode(data, final=not data)
             if text:
                 async with lock:  # the terminal capture and the live stream see the same order
-                    self.terminal.feed(text.encode())
+                    # ASCII text as long as the read is the read itself: no copy of a flood's
+                    # every byte (a character completed from the last read, or a byte shown as
+                    # \xNN, makes the lengths differ).
+                    self.terminal.feed(data if len(text) == len(data) and text.isascii() else text.encode())
                     if report is not None:
                         await report(TerminalOutput(text))
             if not data:
