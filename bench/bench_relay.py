@@ -12,6 +12,13 @@ Targets: agent p99 <= 1 ms and CPU per chunk <= 1.3x the floor. Exits 1 on a mis
 
 ``--where``: instead, dsh-acp runs with a clock at each step of a chunk's way through it
 (``_relay_probe.py``), and the bench prints how long each step takes: median, p90, p99.
+
+``--instructions``: instead, the user-space instructions each relay executes per chunk, counted
+by valgrind's cachegrind (no cache simulation): the floor, the bare relay through aiohttp and
+dsh-acp, each run at two stream lengths so that start-up and the warm-up prompt cancel out. The
+count does not move with the machine's load, where the CPU time of a trickled chunk (a wake-up
+from idle, most of it spent refilling caches) moves by a third between sittings; it leaves out
+the kernel's part. Prints the ratios beside the target; informative, it exits 0.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import sys
@@ -162,6 +170,54 @@ def where(chunks: int, runs: int) -> None:
         print(f"  {name}: median {median:.3f}, p90 {p90:.3f}, p99 {p99:.3f}")
 
 
+def _relay_command(label: str, base: str, state: str) -> list[str]:
+    """The argv of a relay: ``floor`` (raw asyncio), ``floor+LIBRARY`` or ``dsh-acp``."""
+    if label.startswith("floor"):
+        return [sys.executable, str(HERE / "_relay_floor.py"), base, label.partition("+")[2] or "raw"]
+    command = [sys.executable, "-m", "dsh_acp", "--model", "openai:bench", "--base-url", base]
+    return [*command, "--no-tools", "--state-dir", state]
+
+
+def instructions(short: int, long: int) -> None:
+    """Instructions per chunk of each relay under cachegrind: (long run - short run) / the chunks
+    between them (each run streams a warm-up prompt and a measured one of as many chunks)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (cachegrind) on the PATH")
+    os.environ["PYTHONHASHSEED"] = "0"  # the children's dicts and sets alike from run to run
+    counts: dict[str, float] = {}
+    for label in ("floor", "floor+aiohttp", "dsh-acp"):
+        totals = []
+        for chunks in (short, long):
+            with tempfile.TemporaryDirectory() as state:
+                server = TrickleServer(chunks, seed=0)
+                out = os.path.join(state, "cachegrind.out")
+                command = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}"]
+                command += _relay_command(label, f"http://127.0.0.1:{server.port}/v1", state)
+                run(command, server, state)
+                deadline = time.monotonic() + 30  # valgrind writes its counts as the process ends
+                while time.monotonic() < deadline and not _summary(out):
+                    time.sleep(0.1)
+                totals.append(_summary(out))
+        counts[label] = (totals[1] - totals[0]) / (2 * (long - short))
+    floor = counts["floor"]
+    print(f"user-space instructions per trickled chunk (cachegrind, {short} and {long} chunks):")
+    for label, count in counts.items():
+        print(f"  {label}: {count:,.0f} ({count / floor:.2f}x the floor)")
+    print(f"  (the target for dsh-acp's CPU per chunk: <= {CPU_RATIO_TARGET}x the floor)")
+
+
+def _summary(path: str) -> int:
+    """The instruction total of a cachegrind output file (0 until it is written)."""
+    try:
+        with open(path) as file:
+            for line in file:
+                if line.startswith("summary:"):
+                    return int(line.split()[1])
+    except FileNotFoundError:
+        pass
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chunks", type=int, default=1000)
@@ -170,9 +226,15 @@ def main() -> int:
         "--libraries", action="store_true", help="the bare relay through httpx and aiohttp too (if installed)"
     )
     parser.add_argument("--where", action="store_true", help="only where a chunk waits inside dsh-acp")
+    parser.add_argument(
+        "--instructions", action="store_true", help="only each relay's instructions per chunk (valgrind)"
+    )
     args = parser.parse_args()
     if args.where:
         where(args.chunks, args.runs)
+        return 0
+    if args.instructions:
+        instructions(50, 250)
         return 0
     # httpx is no longer a dependency: its column is there only where it is installed.
     libraries = [name for name in ("httpx", "aiohttp") if args.libraries and importlib.util.find_spec(name)]
@@ -182,13 +244,7 @@ def main() -> int:
         for run_index in range(args.runs):
             for label in labels:
                 server = TrickleServer(args.chunks, seed=run_index)
-                base = f"http://127.0.0.1:{server.port}/v1"
-                if label.startswith("floor"):
-                    library = label.partition("+")[2] or "raw"
-                    command = [sys.executable, str(HERE / "_relay_floor.py"), base, library]
-                else:
-                    command = [sys.executable, "-m", "dsh_acp", "--model", "openai:bench", "--base-url", base]
-                    command += ["--no-tools", "--state-dir", state]
+                command = _relay_command(label, f"http://127.0.0.1:{server.port}/v1", state)
                 results[label].append(run(command, server, state))
     floor_p99 = statistics.median(r[0] for r in results["floor"])
     floor_cpu = statistics.median(r[1] for r in results["floor"])
