@@ -1,17 +1,23 @@
 """Floor for the benchmarks: the same scripted agent as a bare asyncio + orjson loop.
 
-    python bench/bare_agent.py [--script PATH]
+    python bench/bare_agent.py [--script PATH] [--log PATH]
 
 No framework, no validation, no task per request beyond ``session/prompt``: read NDJSON lines from
 stdin, answer ``initialize`` and ``session/new`` inline, and play a prompt's turn of the
 scripted-model file (the format of ``dsh-acp --model script:PATH``, ``text`` steps only) as
 ``agent_message_chunk`` notifications, one ``orjson.dumps`` and one ``transport.write`` each,
 awaiting ``drain()`` for backpressure. It is what ``bench_agent.py`` calls "bare".
+
+With ``--log PATH`` it also keeps what a durable agent keeps of a turn: each step's whole text as
+one JSON line appended to ``PATH`` in one ``write``, and an ``fsync`` at the turn's end (dsh-acp's
+session log does that, after redacting the text). ``bench_agent.py`` runs it as an anchor of the
+streamed chunk, "bare + log": the floor with the log's cost, which depends on the machine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -30,9 +36,12 @@ async def _chunks(step: dict[str, Any]) -> AsyncIterator[str]:
 
 
 class BareAgent:
-    def __init__(self, turns: list[list[dict[str, Any]]], writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, turns: list[list[dict[str, Any]]], writer: asyncio.StreamWriter, log: int | None = None
+    ) -> None:
         self.turns = turns
         self.writer = writer
+        self.log = log
         self.prompts: dict[str, int] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -76,7 +85,9 @@ class BareAgent:
         dumps = orjson.dumps
         for step in self.turns[index]:
             message_id = uuid.uuid4().hex
+            text: list[str] = []
             async for chunk in _chunks(step):
+                text.append(chunk)
                 write(
                     dumps(
                         {
@@ -95,10 +106,15 @@ class BareAgent:
                     )
                 )
                 await drain()
+            if self.log is not None:
+                record = {"kind": "assistant_reply", "text": "".join(text), "text_id": message_id}
+                os.write(self.log, dumps(record, option=_DUMPS_OPTION))
+        if self.log is not None:
+            os.fsync(self.log)
         self.send({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "end_turn"}})
 
 
-async def main(turns: list[list[dict[str, Any]]]) -> None:
+async def main(turns: list[list[dict[str, Any]]], log: int | None) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -106,7 +122,7 @@ async def main(turns: list[list[dict[str, Any]]]) -> None:
         lambda: asyncio.streams.FlowControlMixin(), sys.stdout
     )
     writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-    agent = BareAgent(turns, writer)
+    agent = BareAgent(turns, writer, log)
     while line := await reader.readline():
         if line.strip():
             agent.on_line(line)
@@ -116,13 +132,15 @@ async def main(turns: list[list[dict[str, Any]]]) -> None:
 
 
 if __name__ == "__main__":
-    script = None
-    if len(sys.argv) == 3 and sys.argv[1] == "--script":
-        script = sys.argv[2]
-    elif len(sys.argv) != 1:
-        sys.exit("usage: bare_agent.py [--script PATH]")
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--script")
+    parser.add_argument("--log")
+    args = parser.parse_args()
     turns = []
-    if script:
-        with open(script, "rb") as file:
+    if args.script:
+        with open(args.script, "rb") as file:
             turns = orjson.loads(file.read())["turns"]
-    asyncio.run(main(turns))
+    log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if args.log else None
+    asyncio.run(main(turns, log))
