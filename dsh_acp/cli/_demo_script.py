@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 __all__ = ["PERMISSION_CHOICES", "PROMPT", "WORKSPACE", "demo_script", "write_workspace"]
 
 PROMPT = "The tests in this project fail. Find the bug and fix it."
@@ -106,6 +108,15 @@ def _call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
+def _streamed_plan(call_id: str, done: int) -> dict[str, Any]:
+    """``todo_write`` as a model streams it, its arguments cut inside each item's text and paced so
+    that each item shows on the plan as it comes (the agent shows one once the next has begun)."""
+    text = orjson.dumps(_plan(done)).decode()
+    cuts = [text.index(item) + 4 for item in _PLAN_ITEMS[1:]]
+    pieces = [text[start:end] for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    return {"id": call_id, "name": "todo_write", "arguments": pieces, "pause_ms": 250}
+
+
 def demo_script(cwd: Path) -> dict[str, Any]:
     """The scripted model's file content for a session whose working directory is ``cwd``."""
     calc = str(cwd / "calc.py")
@@ -116,7 +127,7 @@ def demo_script(cwd: Path) -> dict[str, Any]:
             "thought": "The user reports failing tests. I will make a plan, look at the files, "
             "reproduce the failure, then fix it.",
             "text": "I'll start with a short plan.",
-            "tool_calls": [_call("plan-1", "todo_write", **_plan(0))],
+            "tool_calls": [_streamed_plan("plan-1", 0)],
         },
         {
             "delay_ms": 300,
