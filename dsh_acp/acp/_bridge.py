@@ -70,6 +70,7 @@ __all__ = [
     "attach_terminal",
     "cancelled_call",
     "finish_call",
+    "logged_plan_update",
     "output_chunk",
     "permission_tool_call",
     "plan_update",
@@ -221,6 +222,20 @@ def summary_chunk(
 def plan_update(view: PlanView) -> Plan:
     """A plan view as an ACP ``plan`` update: the complete list of entries, every time."""
     return plan({"content": e.content, "priority": e.priority, "status": e.status} for e in view.entries)
+
+
+def logged_plan_update(entries: Sequence[Any]) -> Plan:
+    """``plan_update`` of a plan view's entries as the session log keeps them (JSON). The log is
+    ours, but a hand-edited one must not stop a session: what is not an entry is left out."""
+    return plan(
+        {
+            "content": str(e.get("content", "")),
+            "priority": str(e.get("priority", "medium")),
+            "status": str(e.get("status", "pending")),
+        }
+        for e in entries
+        if isinstance(e, dict)
+    )
 
 
 # -- the call ------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from dsh_acp.acp._bridge import CallInfo, announce_call, plan_update, relativize_title
-from dsh_acp.acp._updates import PlanEntry, plan, tool_call_update
+from dsh_acp.acp._bridge import CallInfo, announce_call, logged_plan_update, plan_update, relativize_title
+from dsh_acp.acp._updates import PlanEntry, tool_call_update
 from dsh_acp.models._model import ToolCallArguments, ToolCallRequest, ToolCallStart
 from dsh_tools import DiffCallView, GenericCallView, PlanView, TerminalCallView, shown_text
 
@@ -159,24 +159,40 @@ _EMPTY: Final[dict[str, Any]] = {"array": list, "object": dict}
 
 
 @dataclass(eq=False, slots=True)
-class _Card:
-    info: CallInfo
+class _Preview:
+    """What a streaming call shows of its arguments (a card's title, a plan), and the throttle of
+    the partial parses that remake it."""
+
     definition: ToolDefinition
-    title: str
-    """The title the editor shows now."""
     parsed: int = 0
     """Length of the arguments at the last parse."""
-    retitled: float = 0.0
-    """When the title last changed (``time.monotonic``)."""
+    changed: float = 0.0
+    """When what it shows last changed (``time.monotonic``)."""
+
+    def due(self, length: int) -> float | None:
+        """The time now if arguments ``length`` long are to be parsed again (they grew enough,
+        and what they show changed at least ``_INTERVAL`` ago), which counts as their parse;
+        else ``None``."""
+        if length < self.parsed * _GROWTH:
+            return None
+        now = time.monotonic()
+        if self.changed and now - self.changed < _INTERVAL:
+            return None  # parsed again with the next piece
+        self.parsed = length
+        return now
 
 
 @dataclass(eq=False, slots=True)
-class _Plan:
-    definition: ToolDefinition
+class _Card(_Preview):
+    call_id: str = ""
+    title: str = ""
+    """The title the editor shows now."""
+
+
+@dataclass(eq=False, slots=True)
+class _Plan(_Preview):
     shown: tuple[PlanEntry, ...] | None = None
     """The entries last shown while the call streamed (``None``: none yet)."""
-    parsed: int = 0
-    shown_at: float = 0.0
 
 
 class StreamingCards:
@@ -218,7 +234,7 @@ class StreamingCards:
         if isinstance(view, TerminalCallView):
             return
         info = CallInfo(call_id=call_id, name=start.name, arguments={}, view=None, kind=definition.kind)
-        self._cards[call_id] = _Card(info, definition, start.name)
+        self._cards[call_id] = _Card(definition, call_id=call_id, title=start.name)
         card = announce_call(info, "pending", self._session.render)
         # No rawInput until the arguments are complete: an edit's or a write's full card carries
         # none to replace it, so an early "{}" would stay on the editor's card for good.
@@ -233,27 +249,19 @@ class StreamingCards:
             if call_id in self._plans:
                 await self._plan_grew(self._plans[call_id], event.text)
             return
-        if card.definition.present_call is None or len(event.text) < card.parsed * _GROWTH:
+        if card.definition.present_call is None or (now := card.due(len(event.text))) is None:
             return
-        now = time.monotonic()
-        if card.retitled and now - card.retitled < _INTERVAL:
-            return  # parsed again with the next piece
-        card.parsed = len(event.text)
         title = preview_title(card.definition, event.text, self._session.cwd)
         if title is None or title == card.title:
             return
-        card.title, card.retitled = title, now
-        await self._session.send(tool_call_update(card.info.call_id, title=title))
+        card.title, card.changed = title, now
+        await self._session.send(tool_call_update(card.call_id, title=title))
 
     async def _plan_grew(self, stream: _Plan, text: str) -> None:
         """Show the entries of a streaming plan that are whole, when there are more of them (on
         growth, at most every ``_INTERVAL``, as a card's title)."""
-        if len(text) < stream.parsed * _GROWTH:
+        if (now := stream.due(len(text))) is None:
             return
-        now = time.monotonic()
-        if stream.shown_at and now - stream.shown_at < _INTERVAL:
-            return
-        stream.parsed = len(text)
         view = preview_plan(stream.definition, text)
         if view is None:
             return
@@ -261,7 +269,7 @@ class StreamingCards:
         entries = tuple(update["entries"])
         if entries == stream.shown:
             return
-        stream.shown, stream.shown_at = entries, now
+        stream.shown, stream.changed = entries, now
         await self._session.send(update)
 
     def take_plan(self, call_id: str) -> bool:
@@ -272,7 +280,7 @@ class StreamingCards:
 
     async def withdraw(self) -> None:
         """Show the session's plan again in place of one shown while a call streamed."""
-        await self._session.send(plan(self._session.plan))
+        await self._session.send(logged_plan_update(self._session.plan))
 
     def complete(self, request: ToolCallRequest) -> ToolCallRequest:
         """The complete call, under the unique id its card has (a call that did not stream

@@ -48,9 +48,7 @@ from ._events import (
 from ._memory import collector_paused
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
-
-    from dsh_acp.acp._updates import PlanEntry as WirePlanEntry
+    from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = ["SessionState", "cancelled_result"]
 
@@ -83,10 +81,10 @@ class SessionState:
     """Prompts this session has had (the next one is turn ``prompts`` of a scripted model)."""
     cost: Decimal | None = None
     """What the session's model requests cost so far (US dollars), when their price is known."""
-    plan: tuple[WirePlanEntry, ...] = ()
-    """The entries of the session's plan, the last a plan tool's result gave: what the client
-    shows when no call is streaming a plan in (a streamed plan the tool does not keep gives way
-    to it)."""
+    plan: Sequence[Any] = ()
+    """The entries of the session's plan as the log keeps them, the last a plan tool's result
+    gave: what the client shows when no call is streaming a plan in (a streamed plan the tool
+    does not keep gives way to it)."""
     _step: list[ToolCallRequest] | None = field(default=None, repr=False)
     """The calls of the last assistant step still waiting for results (``None``: none)."""
     _results: dict[str, ToolResultMessage] | None = field(default=None, repr=False)
@@ -193,7 +191,8 @@ class SessionState:
             results[call.id] = ToolResultMessage(call.id, call.name, event.content, event.is_error)
             view = event.view
             if view is not None and not event.is_error and view.get("card") == "plan":
-                self.plan = _plan_entries(view)
+                entries = view.get("entries")
+                self.plan = entries if isinstance(entries, list) else ()
         else:
             results[call.id] = cancelled_result(call)
         if len(results) == len(step):
@@ -207,18 +206,3 @@ class SessionState:
             return
         self._step = self._results = None
         self.history.extend(results.get(call.id) or cancelled_result(call) for call in step)
-
-
-def _plan_entries(view: dict[str, Any]) -> tuple[WirePlanEntry, ...]:
-    """The entries of a logged plan view as the ``plan`` update carries them (``plan_update``'s
-    keys, in its order). The log is ours, but a hand-edited one must not stop a load."""
-    entries = view.get("entries")
-    return tuple(
-        {
-            "content": str(entry.get("content", "")),
-            "priority": str(entry.get("priority", "medium")),
-            "status": str(entry.get("status", "pending")),
-        }
-        for entry in (entries if isinstance(entries, list) else ())
-        if isinstance(entry, dict)
-    )
