@@ -24,6 +24,8 @@ NOT_BEFORE_INITIALIZE = (
     "reference_tools",
     "aiohttp",
     "httpx",
+    "httptools",
+    "dsh_acp.models._http1_client",
     "mcp",
     "rich",
     "dsh_acp.models._model",

@@ -206,8 +206,9 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
         chosen["tools"] = lambda: [tool for source in sources for tool in source()]
         chosen["ask_user"] = None if args.no_tools else _reference_ask_user
     if config.model_source is not None:
-        # ~300 ms of imports: after initialize
-        chosen["warm_imports"] = (*config.warm_imports, "aiohttp", "dsh_acp.models._openai")
+        # the model client and its HTTP stack: after initialize
+        warm = ("dsh_acp.models._http1_client", "dsh_acp.models._openai")
+        chosen["warm_imports"] = (*config.warm_imports, *warm)
     if not args.no_tools:
         chosen["configure_registry"] = _reference_policies
     chosen.update(

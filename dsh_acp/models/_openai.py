@@ -3,8 +3,9 @@
 Speaks the dialect DeepSeek, OpenAI, vLLM, llama.cpp's server and Ollama share: server-sent
 events whose ``data:`` lines carry ``chat.completion.chunk`` objects, ending with ``[DONE]``.
 
-aiohttp is imported inside the methods that use it: ``import dsh_acp.models._openai`` stays cheap, so the
-agent answers ``initialize`` before the HTTP stack has loaded.
+The HTTP client (``_http1_client``, on httptools' parser) is imported inside the methods that use
+it: ``import dsh_acp.models._openai`` stays cheap, so the agent answers ``initialize`` before the
+HTTP stack has loaded.
 
 Timers: ``first_event_timeout`` bounds the wait for the response to begin (headers, then the
 first event that carries the answer) and is counted again from each progress event a server
@@ -17,16 +18,16 @@ URL and model (``_openai_server``: llama.cpp, vLLM, Ollama), and a context-size 
 window too; ``context_window`` is then what the usage meter and automatic compaction use.
 
 The pieces: request bodies (``_openai_request``), the event stream (``_openai_sse``), its chunks
-made events (``_openai_response``), error messages (``_openai_errors``), the response timers and
-certificates (``_openai_http``), what a server says of a model (``_openai_server``); this module
-sends, retries and reads.
+made events (``_openai_response``), error messages (``_openai_errors``), the response timers, the
+certificates and the environment's proxy (``_openai_http``), what a server says of a model
+(``_openai_server``), the HTTP client (``_http1_client``); this module sends, retries and reads.
 
 Failure policy: a request the server refuses as too large for its context raises
 ``ContextOverflow``; HTTP 401/403 raise ``ModelAuthError``; HTTP 429, 5xx and a connection lost before
 the answer are retried with exponential back-off and jitter (bounded in attempts and in total
 wait, honouring ``Retry-After``); everything else — a refused connection, a timeout, a stalled or
 dropped stream, a malformed chunk — raises ``ModelError`` with one line saying what happened. The
-API key is scrubbed from every message, and exceptions from aiohttp are never chained.
+API key is scrubbed from every message, and exceptions from the HTTP client are never chained.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ from ._openai_sse import SSEDecoder
 from ._settings import ModelSettings, is_self_hosted
 
 if TYPE_CHECKING:
-    import aiohttp
+    from ._http1 import Response
+    from ._http1_client import HttpClient
 
 __all__ = ["OpenAIModel"]
 
@@ -74,9 +76,9 @@ _INFO_TIMEOUT: Final = 5.0
 class OpenAIModel:
     """A ``Model`` backed by an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    One instance per session; it keeps one ``aiohttp.ClientSession`` (made at the first request)
-    — close it with ``aclose()``. ``sleep`` and ``jitter`` are injectable so tests can observe the
-    back-off without waiting for it.
+    One instance per session; it keeps one ``HttpClient`` (made at the first request, its
+    connections kept alive between requests) — close it with ``aclose()``. ``sleep`` and
+    ``jitter`` are injectable so tests can observe the back-off without waiting for it.
     """
 
     writes_titles = True
@@ -98,7 +100,7 @@ class OpenAIModel:
         self.settings = settings
         self._sleep = sleep or anyio.sleep
         self._jitter = jitter
-        self._client: aiohttp.ClientSession | None = None
+        self._client: HttpClient | None = None
         self._route: Route | None = None
         self._encoder = RequestEncoder(settings)
 
@@ -163,7 +165,7 @@ class OpenAIModel:
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Send the request and yield its events (deltas as they come; tool calls, usage and
         ``Finish`` once the stream is complete)."""
-        import aiohttp
+        from ._http1 import HttpError
 
         info = await self.server_info()
         body = self._encoder.encode(request, progress=info.progress)
@@ -174,25 +176,24 @@ class OpenAIModel:
         # releases the response at once.
         try:
             deadline = anyio.current_time() + settings.request_timeout
-            response = await self._send(body, request.notice)
-            content = response.content
+            response = content = await self._send(body, request.notice)
             # Until the answer begins only the first-event timer runs (progress restarts it); from
             # then on, the stall timer between bytes. One watchdog keeps all three timers.
             watchdog = Watchdog(content, deadline, settings.first_event_timeout, settings.stall_timeout)
+            saw_done = False
             try:
                 assembler = Assembler(self.context_window, self._where)
                 feed = assembler.feed_any
                 decoder = SSEDecoder()
                 clock = watchdog.clock
-                saw_done = False
                 while not saw_done:
                     watchdog.read_since = clock()
                     watchdog.reading = True
                     try:
-                        data = await content.readany()
+                        data = await content.read_chunk()
                     except StreamTimeout as timeout:
                         raise ModelError(self._timed_out(timeout.why)) from None
-                    except aiohttp.ClientError as error:
+                    except HttpError as error:
                         raise ModelError(
                             f"the connection to {self._where} dropped mid-response: {reason(error)}"
                         ) from None
@@ -222,7 +223,8 @@ class OpenAIModel:
                     yield event
             finally:
                 watchdog.stop()
-                response.release()  # back to the pool when read to its end, else closed
+                # Kept when read to its end (its last bytes may follow [DONE]), else closed.
+                response.release(drain=saw_done)
         except ContextOverflow as error:
             raise ContextOverflow(
                 self._scrub(str(error)), error.context_window, error.prompt_tokens
@@ -240,22 +242,16 @@ class OpenAIModel:
 
     # -- HTTP ---------------------------------------------------------------------------------
 
-    def _http(self) -> aiohttp.ClientSession:
+    def _http(self) -> HttpClient:
         if self._client is None:
-            import aiohttp
+            from ._http1_client import HttpClient
 
             settings = self.settings
             tls = tls_context() if settings.base_url.startswith("https:") else None
-            self._client = aiohttp.ClientSession(
-                # No default headers: each request carries its own (see route_from_env).
-                # Only the connection is bounded here: the first-event, stall and request timers
-                # are ours (see Watchdog).
-                timeout=aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout),
-                connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True),
-                # The environment's proxy and .netrc are looked up once (``_routed``), not by
-                # aiohttp before every request.
-                trust_env=False,
-            )
+            # Only the connection is bounded here: the first-event, stall and request timers are
+            # ours (see Watchdog). The environment's proxy and .netrc are looked up once
+            # (``_routed``).
+            self._client = HttpClient(tls, settings.connect_timeout)
         return self._client
 
     async def _routed(self) -> Route:
@@ -277,8 +273,9 @@ class OpenAIModel:
 
     async def _send(
         self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
-    ) -> aiohttp.ClientResponse:
-        import aiohttp
+    ) -> Response:
+        from ._http1 import ConnectionLost, HttpError
+        from ._http1_client import ConnectFailed, ConnectTimedOut
 
         settings = self.settings
         client = self._http()
@@ -292,28 +289,32 @@ class OpenAIModel:
             rate_limited = False
             try:
                 with anyio.fail_after(settings.first_event_timeout):
-                    response = await client.post(
+                    response = await client.request(
+                        "POST",
                         url,
-                        data=body,
-                        allow_redirects=False,
+                        route.headers,
+                        body,
                         proxy=route.proxy,
                         proxy_headers=route.proxy_headers,
-                        headers=route.headers,
                     )
-            except aiohttp.ConnectionTimeoutError:
+            except ConnectTimedOut:
                 raise ModelError(
                     f"cannot connect to {self._where}: no answer within {settings.connect_timeout:g} s"
                 ) from None
             except TimeoutError:
                 raise ModelError(self._no_answer()) from None
-            except aiohttp.ClientConnectorError as error:
+            except ConnectFailed as error:
                 raise ModelError(
                     f"cannot connect to {self._where}: {self._scrub(connect_reason(error))}"
                 ) from None
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as error:
-                # Often a pooled connection the server had closed: worth another try.
+            except ConnectionLost as error:
+                if not error.before_answer:
+                    raise ModelError(
+                        f"the request to {self._where} failed: {self._scrub(reason(error))}"
+                    ) from None
+                # Often a kept-alive connection the server had closed: worth another try.
                 failure = f"the connection to {self._where} was lost before the answer ({reason(error)})"
-            except aiohttp.ClientError as error:
+            except HttpError as error:
                 raise ModelError(
                     f"the request to {self._where} failed: {self._scrub(reason(error))}"
                 ) from None
@@ -368,12 +369,12 @@ class OpenAIModel:
         snippet = payload if len(payload) <= 80 else payload[:77] + "..."
         return f"the API at {self._where} sent a malformed stream chunk (invalid JSON): {snippet!r}"
 
-    async def _error_detail(self, response: aiohttp.ClientResponse) -> tuple[str, Any]:
+    async def _error_detail(self, response: Response) -> tuple[str, Any]:
         body = bytearray()
         try:
             with anyio.move_on_after(self.settings.stall_timeout):
                 while len(body) < _MAX_ERROR_BODY:
-                    chunk = await response.content.readany()
+                    chunk = await response.read_chunk()
                     if not chunk:
                         break
                     body += chunk

@@ -97,9 +97,15 @@ def reason(error: BaseException) -> str:
 
 def connect_reason(error: BaseException) -> str:
     """Why a connection could not be made, as the system says it ("connection refused", "name
-    or service not known"): the HTTP library's own text names its SSL context even for http://
-    and repeats the address the message already gives."""
+    or service not known"), or TLS ("certificate verify failed: self-signed certificate"), rather
+    than the HTTP client's text, which repeats the address the message already gives."""
     cause = getattr(error, "os_error", None)
+    if cause is not None and hasattr(cause, "library"):  # ssl.SSLError: its errno is no reason
+        verify = getattr(cause, "verify_message", None)
+        if verify:
+            return f"certificate verify failed: {verify}"
+        said = getattr(cause, "reason", None)
+        return said.lower().replace("_", " ") if isinstance(said, str) else reason(cause)
     if isinstance(cause, socket.gaierror) and cause.strerror:
         return cause.strerror.lower()
     if isinstance(cause, OSError) and cause.errno and cause.errno > 0:

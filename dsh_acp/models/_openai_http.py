@@ -1,20 +1,22 @@
-"""The HTTP side of the model client that aiohttp leaves to us: the timers of a streamed response,
-the certificates trusted, and the proxy and credentials the environment gives a base URL."""
+"""The policies of the model client's HTTP: the timers of a streamed response, the certificates
+trusted, and the proxy and credentials the environment gives a base URL."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import asyncio
+    import netrc
     import ssl
 
-    import aiohttp
-    import yarl
+    from ._http1 import Response
+
+_log = logging.getLogger("dsh_acp.models._openai")
 
 __all__ = ["Route", "StreamTimeout", "Watchdog", "Why", "route_from_env", "tls_context"]
 
@@ -46,7 +48,7 @@ class Watchdog:
     and ``reading``: attributes, not method calls, since a model's every token is a read.
     """
 
-    def __init__(self, content: aiohttp.StreamReader, deadline: float, first: float, stall: float) -> None:
+    def __init__(self, content: Response, deadline: float, first: float, stall: float) -> None:
         import asyncio
 
         self._loop = loop = asyncio.get_running_loop()
@@ -119,39 +121,72 @@ def tls_context() -> ssl.SSLContext:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """How the requests to one base URL go: the proxy the environment names for it, the headers
-    for the proxy (its credentials), and the headers of each request (with the host's)."""
+    """How the requests to one base URL go: the proxy the environment names for it (its URL
+    without credentials), the headers for the proxy (its credentials), and the headers of each
+    request."""
 
-    proxy: yarl.URL | None
+    proxy: str | None
     proxy_headers: dict[str, str] | None
     headers: dict[str, str]
 
 
 def route_from_env(base_url: str, headers: dict[str, str]) -> Route:
-    """What aiohttp's ``trust_env`` looks up before every request (``HTTP(S)_PROXY`` and
-    ``NO_PROXY``, then ``.netrc``, as curl does), looked up once: ``trust_env`` hands both lookups
-    to a worker thread on every request, and adds ``.netrc`` credentials even to a request with an
-    Authorization header, which aiohttp then refuses to send at all. ``.netrc`` is for requests
-    without one (no API key) to a base URL without credentials of its own. Reads files: call it
-    off the event loop.
+    """The proxy of the environment for the base URL (``HTTP(S)_PROXY`` and ``NO_PROXY``, as
+    curl reads them; the proxy's credentials from its URL, else from ``.netrc``), and ``.netrc``'s
+    credentials for a request without an Authorization of its own (no API key) to a base URL
+    without credentials of its own. Looked up once per model; reads files: call it off the event
+    loop.
 
-    The request's headers are the requests' own, never the session's defaults: aiohttp sends a
-    session's default headers to an explicit proxy too, and an Authorization among them would go
-    to the proxy as its Proxy-Authorization (the API key, in the clear of a CONNECT)."""
-    from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env
-    from yarl import URL
+    The proxy's credentials go to the proxy alone: on the request itself when it is forwarded,
+    on the CONNECT when it is tunnelled (which carries nothing of the request's headers, so the
+    API key never reaches the proxy)."""
+    from urllib.parse import unquote, urlsplit
+    from urllib.request import getproxies, proxy_bypass
 
-    url = URL(base_url)
+    parts = urlsplit(base_url)
+    netrc = _netrc()
     proxy = proxy_headers = None
-    with suppress(LookupError):
-        proxy, proxy_auth = get_env_proxy_for_url(url)
-        if proxy_auth is not None:
-            # aiohttp moves the Authorization of the proxy's headers to Proxy-Authorization on
-            # the hop the proxy reads (the request itself, or its CONNECT): what proxy_auth,
-            # deprecated, did.
-            proxy_headers = {"Authorization": proxy_auth.encode()}
-    if "Authorization" not in headers and url.host is not None and url.user is None:
-        with suppress(LookupError):
-            netrc = basicauth_from_netrc(netrc_from_env(), url.host)
-            headers = {**headers, "Authorization": netrc.encode()}
+    found = getproxies().get(parts.scheme) if parts.hostname and not proxy_bypass(parts.hostname) else None
+    if found:
+        via = urlsplit(found if "://" in found else f"http://{found}")
+        if via.scheme != "http" or not via.hostname:
+            # A TLS connection to the proxy itself is not spoken here (nor was it by aiohttp).
+            _log.warning("ignoring the proxy %s: only http:// proxies are supported", via.hostname or found)
+        else:
+            port = f":{via.port}" if via.port else ""
+            host = f"[{via.hostname}]" if ":" in via.hostname else via.hostname
+            proxy = f"http://{host}{port}"
+            user = (unquote(via.username or ""), unquote(via.password or "")) if via.username else None
+            if user is None and netrc is not None:
+                user = _netrc_user(netrc, via.hostname)
+            if user is not None:
+                proxy_headers = {"Proxy-Authorization": _basic(*user)}
+    if "Authorization" not in headers and parts.hostname and parts.username is None and netrc is not None:
+        user = _netrc_user(netrc, parts.hostname)
+        if user is not None:
+            headers = {**headers, "Authorization": _basic(*user)}
     return Route(proxy, proxy_headers, headers)
+
+
+def _netrc() -> netrc.netrc | None:
+    """The ``.netrc`` curl reads: ``NETRC``'s file, else the home directory's (None where there is
+    none, or it does not parse)."""
+    import netrc
+    import os
+
+    path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    try:
+        return netrc.netrc(path)
+    except (OSError, netrc.NetrcParseError):
+        return None
+
+
+def _netrc_user(entries: netrc.netrc, host: str) -> tuple[str, str] | None:
+    found = entries.authenticators(host)
+    return None if found is None else (found[0] or "", found[2] or "")
+
+
+def _basic(login: str, password: str) -> str:
+    import base64
+
+    return "Basic " + base64.b64encode(f"{login}:{password}".encode()).decode("ascii")

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 if TYPE_CHECKING:
-    import aiohttp
-
+    from ._http1_client import HttpClient
     from ._openai_http import Route
 
 __all__ = ["SERVER_INFO", "ServerInfo", "ask_server", "models_info", "ollama_window"]
@@ -41,33 +40,33 @@ SERVER_INFO: dict[tuple[str, str], ServerInfo] = {}
 """Per base URL and model, for the life of the process: asked once, however many sessions."""
 
 
-async def ask_server(http: aiohttp.ClientSession, route: Route, base_url: str, model: str) -> ServerInfo:
+_MAX_ANSWER: Final = 16 * 1024 * 1024
+"""Bytes of a server's answer read at most: a list of models is kilobytes, even Ollama's."""
+
+
+async def ask_server(http: HttpClient, route: Route, base_url: str, model: str) -> ServerInfo:
     """Ask the server what it knows of ``model`` (``ServerInfo()`` when it does not say)."""
-    document: Any = None
-    async with http.get(
-        f"{base_url}/models",
-        allow_redirects=False,
-        proxy=route.proxy,
-        proxy_headers=route.proxy_headers,
-        headers=route.headers,
-    ) as response:
-        if response.status == 200:
-            document = orjson.loads(await response.read())
+    document = await _ask(http, route, "GET", f"{base_url}/models")
     info = models_info(document, model)
     if info.context_window is None and _looks_like_ollama(base_url, document):
         root = base_url.removesuffix("/").removesuffix("/v1")
-        body = orjson.dumps({"model": model})
-        async with http.post(
-            f"{root}/api/show",
-            data=body,
-            allow_redirects=False,
-            proxy=route.proxy,
-            proxy_headers=route.proxy_headers,
-            headers=route.headers,
-        ) as response:
-            if response.status == 200:
-                info.context_window = ollama_window(orjson.loads(await response.read()))
+        info.context_window = ollama_window(
+            await _ask(http, route, "POST", f"{root}/api/show", orjson.dumps({"model": model}))
+        )
     return info
+
+
+async def _ask(http: HttpClient, route: Route, method: str, url: str, body: bytes = b"") -> Any:
+    """The JSON document of a 200 answer, else None."""
+    response = await http.request(
+        method, url, route.headers, body, proxy=route.proxy, proxy_headers=route.proxy_headers
+    )
+    try:
+        if response.status != 200:
+            return None
+        return orjson.loads(await response.read(_MAX_ANSWER))
+    finally:
+        response.release()
 
 
 def models_info(document: Any, model: str) -> ServerInfo:

@@ -1,0 +1,350 @@
+"""One HTTP/1.1 connection of the model client, and the response read on it: the bytes off the
+socket go through httptools' parser (llhttp, in C) and a streamed body reaches its reader as the
+socket gives it, with one parser call and one wake-up per read.
+
+A model's every token is a read. aiohttp's stream reader, the layer this replaces, cost about as
+many instructions per read as the whole of a bare relay's margin allows; this path costs what
+asyncio's own stream reader does (see the README's dependencies note).
+
+The connection is kept for the next request when the response says so and its body was read to
+the end (``release``); anything else closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Final
+
+import httptools
+
+__all__ = ["Connection", "ConnectionLost", "HttpError", "Response"]
+
+HIGH_WATER: Final = 1 << 20
+"""Body bytes held unread before the socket is paused (a reader slower than the server)."""
+DRAIN_GRACE: Final = 1.0
+"""Seconds a connection released with ``drain`` may take to finish its body (the terminating
+chunk after ``[DONE]``) before it is closed instead of kept."""
+
+
+class HttpError(Exception):
+    """A request failed below HTTP: no connection, or the connection was lost or spoke nonsense."""
+
+
+class ConnectionLost(HttpError):
+    """The connection ended before or during a response. ``before_answer``: not a byte of the
+    response had come (often a kept-alive connection the server had closed meanwhile)."""
+
+    def __init__(self, message: str, before_answer: bool) -> None:
+        super().__init__(message)
+        self.before_answer = before_answer
+
+
+class Response:
+    """A response's status and headers, and its body as it arrives: ``read_chunk`` until b""."""
+
+    __slots__ = (
+        "_chunks",
+        "_connection",
+        "_exception",
+        "_inflate",
+        "_paused",
+        "_size",
+        "_waiter",
+        "complete",
+        "headers",
+        "reason",
+        "released",
+        "status",
+        "until_eof",
+    )
+
+    def __init__(self, connection: Connection, status: int, reason: str, headers: dict[str, str]) -> None:
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        """Names in lower case; a repeated header's values joined with ", "."""
+        self._connection = connection
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._paused = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._exception: BaseException | None = None
+        self.complete = False
+        self.released = False
+        # Neither a length nor chunks: the body ends when the server closes (HTTP/1.0 style).
+        self.until_eof = (
+            "content-length" not in headers
+            and "chunked" not in headers.get("transfer-encoding", "").lower()
+            and status not in (204, 304)
+        )
+        # We ask for identity; a proxy or server that compresses anyway is still understood.
+        self._inflate: Callable[[bytes], bytes] | None = None
+        encoding = headers.get("content-encoding", "identity").lower()
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            import zlib
+
+            self._inflate = zlib.decompressobj(47).decompress  # 47: gzip or zlib, by its header
+
+    async def read_chunk(self) -> bytes:
+        """The body bytes that have come since the last read (waiting for some), b"" at its end.
+        What came before a failure is read first, then the failure is raised."""
+        chunks = self._chunks
+        if not chunks:
+            if self._exception is None and not self.complete:
+                self._waiter = waiter = self._connection.loop.create_future()
+                try:
+                    await waiter
+                finally:
+                    self._waiter = None
+            if not chunks:
+                if self._exception is not None:
+                    raise self._exception
+                return b""
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+        self._size = 0
+        if self._paused:
+            self._paused = False
+            self._connection.resume()
+        return data
+
+    async def read(self, limit: int) -> bytes:
+        """The body, or its first ``limit`` bytes and a little more (what was already read)."""
+        body = bytearray()
+        while len(body) < limit:
+            chunk = await self.read_chunk()
+            if not chunk:
+                break
+            body += chunk
+        return bytes(body)
+
+    def set_exception(self, error: BaseException) -> None:
+        """Fail the body from outside (a timer): the waiting read, or the next, raises ``error``."""
+        if self._exception is None:
+            self._exception = error
+        self._wake()
+
+    def release(self, drain: bool = False) -> None:
+        """Done with the response: the connection is kept if the body was read to its end and
+        the server keeps it alive, else closed at once (a server may go on generating for as
+        long as it is read). ``drain``: the reader saw the body's last event, only the framing's
+        end may be still to come, and it is given ``DRAIN_GRACE`` to come."""
+        if self.released:
+            return
+        self.released = True
+        self._connection.released(self, drain)
+
+    def close(self) -> None:
+        """Done with the response, its connection closed whatever it still had to say."""
+        self.released = True
+        self._connection.close()
+
+    # -- fed by the connection ------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _fail(self, error: BaseException) -> None:
+        if not self.complete:
+            self.set_exception(error)
+
+    def _finish(self) -> None:
+        if self._inflate is not None:
+            self._inflate = None
+        self.complete = True
+        self._wake()
+
+
+class Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection: a request is written whole, its response parsed as it arrives.
+    ``on_*`` are httptools' callbacks."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, keep: Callable[[Connection], None]) -> None:
+        self.loop = loop
+        self._keep = keep
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        """When the connection became idle (kept for the next request)."""
+        self.response: Response | None = None
+        self._parser: httptools.HttpResponseParser | None = None
+        self._head: asyncio.Future[Response] | None = None
+        self._reason = ""
+        self._headers: dict[str, str] = {}
+        self._lost: BaseException | None = None
+
+    # -- asyncio's side -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        parser = self._parser
+        if parser is None:  # bytes nobody asked for: an idle connection is no longer clean
+            self.close()
+            return
+        try:
+            parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._broken("the server switched protocols")
+        except httptools.HttpParserError as error:
+            self._broken(f"the server sent a malformed HTTP response ({error})")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._lost = exc
+        response = self.response
+        if response is not None and not response.complete:
+            if response.until_eof and exc is None and self._parser is not None:
+                self._parser = None
+                response._finish()
+            else:
+                response._fail(ConnectionLost(self._why("during the response", exc), before_answer=False))
+        head = self._head
+        if head is not None and not head.done():
+            head.set_exception(ConnectionLost(self._why("before the answer", exc), before_answer=True))
+
+    def pause_writing(self) -> None:  # a request body bigger than the socket's buffer
+        pass
+
+    # -- the request ----------------------------------------------------------------------------
+
+    async def send(self, head: bytes, body: bytes) -> Response:
+        """Write one request; return its response once the status line and headers are in."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            raise ConnectionLost(self._why("before the request was sent", self._lost), before_answer=True)
+        self.response = None
+        self._headers = {}
+        self._parser = httptools.HttpResponseParser(self)
+        future: asyncio.Future[Response] = self.loop.create_future()
+        self._head = future
+        self.transport.write(head + body if len(body) < 65536 else head)
+        if len(body) >= 65536:
+            self.transport.write(body)
+        try:
+            return await future
+        except BaseException:
+            self.close()  # cancelled or failed mid-head: nothing else can use the connection
+            raise
+        finally:
+            self._head = None
+
+    async def tunnel(self, head: bytes) -> Response:
+        """Send a CONNECT; its response has no body, whatever its headers say."""
+        response = await self.send(head, b"")
+        self._parser = None
+        response.complete = True
+        return response
+
+    def released(self, response: Response, drain: bool) -> None:
+        if response is not self.response or self.closed:
+            return
+        if not response.complete:
+            if drain and response._exception is None:
+                # The end may be a read away (the terminating chunk after [DONE]).
+                self.loop.call_later(DRAIN_GRACE, self._drained, response)
+                if response._paused:
+                    response._paused = False
+                    self.resume()
+                return
+            self.close()
+            return
+        self._idle()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def resume(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
+    # -- httptools' side ------------------------------------------------------------------------
+
+    def on_status(self, reason: bytes) -> None:
+        self._reason = reason.decode("latin-1")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers = self._headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        assert self._parser is not None
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:
+            self._headers = {}  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+            return
+        self.response = response = Response(self, status, self._reason, self._headers)
+        head = self._head
+        if head is not None and not head.done():
+            head.set_result(response)
+
+    def on_body(self, body: bytes) -> None:
+        response = self.response
+        if response is None:
+            return
+        if response._inflate is not None:
+            try:
+                body = response._inflate(body)
+            except Exception as error:  # zlib.error: a body that is not what it says
+                self._broken(f"the server sent a body that does not decompress ({error})")
+                return
+            if not body:
+                return
+        response._chunks.append(body)
+        response._size += len(body)
+        waiter = response._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        if response._size > HIGH_WATER and not response._paused and self.transport is not None:
+            response._paused = True
+            self.transport.pause_reading()
+
+    def on_message_complete(self) -> None:
+        response = self.response
+        if response is None:
+            return  # the end of an interim answer
+        parser = self._parser
+        keep = parser is not None and parser.should_keep_alive()
+        self._parser = None
+        response._finish()
+        if not keep:
+            self.close()
+        elif response.released:
+            self._idle()
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _idle(self) -> None:
+        if self.closed:
+            return
+        self.idle_since = self.loop.time()
+        self._keep(self)
+
+    def _drained(self, response: Response) -> None:
+        if self.response is response and not response.complete:
+            self.close()
+
+    def _broken(self, message: str) -> None:
+        self._parser = None
+        error = ConnectionLost(message, before_answer=False)
+        if self.response is not None:
+            self.response._fail(error)
+        head = self._head
+        if head is not None and not head.done():
+            head.set_exception(error)
+        self.close()
+
+    @staticmethod
+    def _why(when: str, exc: BaseException | None) -> str:
+        if exc is None:
+            return f"the server closed the connection {when}"
+        detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        return f"the connection was lost {when}: {detail}"
