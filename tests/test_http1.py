@@ -14,6 +14,7 @@ import asyncio
 import base64
 import gzip
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import replace
@@ -175,6 +176,28 @@ async def test_a_connection_is_kept_for_the_next_request(terminator_later: bool)
             await model.aclose()
     assert server.connections == 1
     assert len(server.heads) == 2
+
+
+async def test_a_body_that_never_ends_after_done_costs_the_next_request_little() -> None:
+    # [DONE], then the chunked body is never ended: the next request waits a moment for the
+    # connection, then takes a new one; the old one is closed after its grace.
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.head(reader, writer)
+        writer.write(STREAM_HEAD + chunked(STREAM))
+        await writer.drain()
+        await reader.read()  # until the client closes it
+
+    async with Server(handler) as server:
+        model = model_for(server.port)
+        try:
+            assert await collect(model) == OK
+            started = time.monotonic()
+            assert await collect(model) == OK
+            waited = time.monotonic() - started
+        finally:
+            await model.aclose()
+    assert server.connections == 2
+    assert waited < 0.5
 
 
 async def test_a_kept_connection_the_server_closed_is_not_used() -> None:
@@ -441,3 +464,47 @@ async def test_what_a_request_says() -> None:
     assert fields["Accept"] == "text/event-stream"
     assert int(fields["Content-Length"]) == len(body)
     assert orjson.loads(body)["stream"] is True
+
+
+# -- a real server ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("implementation", ["h11", "httptools"])
+async def test_against_uvicorn(implementation: str) -> None:
+    # Uvicorn, with each of its HTTP/1.1 implementations, streaming an ASGI app's events as
+    # they are made: two turns on one kept-alive connection, the events paced apart.
+    import uvicorn
+
+    connections: set[Any] = set()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        connections.add(scope["client"])
+        if scope["path"] != "/v1/chat/completions":
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        while (await receive()).get("more_body"):
+            pass
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        for piece in sse(chunk("Hello"), chunk(" world", finish="stop")):
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await asyncio.sleep(0.01)
+        await send({"type": "http.response.body", "body": b""})
+
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, http=implementation, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:  # noqa: ASYNC110 (uvicorn says so by an attribute alone)
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        assert await stream_twice(port) == (OK, OK)
+    finally:
+        server.should_exit = True
+        await serving
+    assert len(connections) == 1  # the model list and both turns on one connection

@@ -175,6 +175,11 @@ class Connection(asyncio.Protocol):
         self._reason = ""
         self._headers: dict[str, str] = {}
         self._lost: BaseException | None = None
+        self.draining: asyncio.Future[None] | None = None
+        """Set while a released response's last bytes are awaited; done when the connection is
+        kept or closed."""
+        self.key: object = None
+        """What the client keeps the connection under (its origin and proxy)."""
 
     # -- asyncio's side -------------------------------------------------------------------------
 
@@ -246,6 +251,7 @@ class Connection(asyncio.Protocol):
         if not response.complete:
             if drain and response._exception is None:
                 # The end may be a read away (the terminating chunk after [DONE]).
+                self.draining = self.loop.create_future()
                 self.loop.call_later(DRAIN_GRACE, self._drained, response)
                 if response._paused:
                     response._paused = False
@@ -257,6 +263,7 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self._drain_over()
         if self.transport is not None:
             self.transport.close()
 
@@ -327,6 +334,12 @@ class Connection(asyncio.Protocol):
             return
         self.idle_since = self.loop.time()
         self._keep(self)
+        self._drain_over()
+
+    def _drain_over(self) -> None:
+        draining, self.draining = self.draining, None
+        if draining is not None and not draining.done():
+            draining.set_result(None)
 
     def _drained(self, response: Response) -> None:
         if self.response is response and not response.complete:

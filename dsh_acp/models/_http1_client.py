@@ -9,6 +9,7 @@ misconfigured, and its key should not follow), no cookies, no HTTP/2.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
@@ -20,6 +21,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ConnectFailed", "ConnectTimedOut", "HttpClient", "Origin"]
 
+DRAIN_WAIT: Final = 0.05
+"""Seconds a request waits for a connection whose last response is still ending (its last chunk
+a moment behind ``[DONE]``) before it opens another: a turn and the next request often follow
+each other at once, and a new connection to a remote API costs a TLS handshake."""
 KEEP_IDLE: Final = 15.0
 """Seconds an idle connection is kept for the next request (what aiohttp, nginx and llama.cpp's
 server keep theirs for, or near it)."""
@@ -114,7 +119,7 @@ class HttpClient:
             # begin another, of the value's choosing.
             raise HttpError("a request header holds a line break")
         head = (text + "\r\n\r\n").encode()
-        kept = self._idle_connection((origin, via))
+        kept = self._idle_connection((origin, via)) or await self._drained((origin, via))
         if kept is not None:
             try:
                 return await kept.send(head, body)
@@ -135,6 +140,16 @@ class HttpClient:
         await asyncio.sleep(0)  # the transports' close callbacks run
 
     # -- connections ----------------------------------------------------------------------------
+
+    async def _drained(self, key: tuple[Origin, Origin | None]) -> Connection | None:
+        """A connection of ``key`` kept once its last response has ended, if it ends soon."""
+        for connection in self._open:
+            draining = connection.draining
+            if draining is not None and connection.key == key:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(draining), DRAIN_WAIT)
+                return self._idle_connection(key)
+        return None
 
     def _idle_connection(self, key: tuple[Origin, Origin | None]) -> Connection | None:
         idle = self._idle.get(key)
@@ -174,6 +189,7 @@ class HttpClient:
                 )
                 self._open = {kept for kept in self._open if not kept.closed}
                 self._open.add(connection)
+                connection.key = key
                 if via is not None and origin.scheme == "https":
                     await self._tunnel(connection, origin, proxy_headers)
         except TimeoutError:
