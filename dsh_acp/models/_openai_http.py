@@ -150,7 +150,7 @@ def route_from_env(base_url: str, headers: dict[str, str]) -> Route:
     if found:
         via = urlsplit(found if "://" in found else f"http://{found}")
         if via.scheme != "http" or not via.hostname:
-            # A TLS connection to the proxy itself is not spoken here (nor was it by aiohttp).
+            # A TLS connection to the proxy itself is not spoken here.
             _log.warning("ignoring the proxy %s: only http:// proxies are supported", via.hostname or found)
         else:
             port = f":{via.port}" if via.port else ""

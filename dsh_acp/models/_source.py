@@ -30,7 +30,7 @@ _NO_MODEL_HELP: Final = "pass --model openai:NAME, set DSH_MODEL, or set model i
 
 
 def build_openai_model(settings: ModelSettings) -> OpenAIModel:
-    """An ``OpenAIModel`` for these settings (cheap: aiohttp loads at the first request)."""
+    """An ``OpenAIModel`` for these settings (cheap: the HTTP client loads at the first request)."""
     from ._openai import OpenAIModel
 
     return OpenAIModel(settings)
