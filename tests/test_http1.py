@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import gzip
 import ssl
 import time
@@ -312,6 +313,51 @@ async def test_a_compressed_stream_is_read() -> None:
     async with Server(handler) as server:
         assert await stream_once(server.port) == OK
     assert "accept-encoding: identity" in server.heads[0].lower()
+
+
+async def test_a_compression_bomb_is_refused() -> None:
+    # 40 MB of zeros in a few kilobytes of gzip: refused as it inflates, not held in memory.
+    bomb = gzip.compress(b"data: " + b"0" * 40_000_000, compresslevel=9)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.head(reader, writer)
+        head = STREAM_HEAD.replace(b"\r\n\r\n", b"\r\nContent-Encoding: gzip\r\n\r\n")
+        writer.write(head + chunked(bomb) + b"0\r\n\r\n")
+
+    async with Server(handler) as server:
+        message = await failure(model_for(server.port))
+    assert "inflates" in message
+
+
+async def test_endless_headers_are_refused() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.head(reader, writer)
+        writer.write(b"HTTP/1.1 200 OK\r\nX-Padding: ")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(2000):  # 2 MB of one header, and no end to it
+                writer.write(b"a" * 1024)
+                await writer.drain()
+
+    async with Server(handler) as server:
+        message = await failure(model_for(server.port))
+    assert "headers" in message
+
+
+async def test_a_base_url_with_a_space_is_sent_quoted() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await _keep_alive_stream(reader, writer, server)
+
+    async with Server(handler) as server:
+        settings = replace(
+            model_for(server.port).settings, base_url=f"http://127.0.0.1:{server.port}/my api/v1"
+        )
+        model = OpenAIModel(settings)
+        try:
+            assert await collect(model) == OK
+        finally:
+            await model.aclose()
+    assert server.heads[0].startswith("GET /my%20api/v1/models HTTP/1.1\r\n")  # not the fixture's own
+    assert server.heads[1].startswith("POST /my%20api/v1/chat/completions HTTP/1.1\r\n")
 
 
 async def test_nonsense_instead_of_http_is_one_line() -> None:

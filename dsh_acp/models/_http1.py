@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import httptools
+
+if TYPE_CHECKING:
+    import zlib
 
 __all__ = ["Connection", "ConnectionLost", "HttpError", "Response"]
 
 HIGH_WATER: Final = 1 << 20
 """Body bytes held unread before the socket is paused (a reader slower than the server)."""
+MAX_HEAD: Final = 256 * 1024
+"""Bytes of status line and headers a response may take (aiohttp allowed 8 KiB a line)."""
+MAX_INFLATED: Final = 16 * 1024 * 1024
+"""Bytes a compressed read may inflate to at once (the event stream's longest line)."""
 DRAIN_GRACE: Final = 1.0
 """Seconds a connection released with ``drain`` may take to finish its body (the terminating
 chunk after ``[DONE]``) before it is closed instead of kept."""
@@ -79,12 +86,12 @@ class Response:
             and status not in (204, 304)
         )
         # We ask for identity; a proxy or server that compresses anyway is still understood.
-        self._inflate: Callable[[bytes], bytes] | None = None
+        self._inflate: zlib._Decompress | None = None
         encoding = headers.get("content-encoding", "identity").lower()
         if encoding in ("gzip", "x-gzip", "deflate"):
             import zlib
 
-            self._inflate = zlib.decompressobj(47).decompress  # 47: gzip or zlib, by its header
+            self._inflate = zlib.decompressobj(47)  # 47: gzip or zlib, by its header
 
     async def read_chunk(self) -> bytes:
         """The body bytes that have come since the last read (waiting for some), b"" at its end.
@@ -175,6 +182,7 @@ class Connection(asyncio.Protocol):
         self._reason = ""
         self._headers: dict[str, str] = {}
         self._lost: BaseException | None = None
+        self._head_size = 0
         self.draining: asyncio.Future[None] | None = None
         """Set while a released response's last bytes are awaited; done when the connection is
         kept or closed."""
@@ -192,6 +200,11 @@ class Connection(asyncio.Protocol):
         if parser is None:  # bytes nobody asked for: an idle connection is no longer clean
             self.close()
             return
+        if self.response is None:
+            self._head_size += len(data)
+            if self._head_size > MAX_HEAD:  # the parser would hold the headers without end
+                self._broken(f"the server sent more than {MAX_HEAD // 1024} KiB of headers")
+                return
         try:
             parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -224,6 +237,7 @@ class Connection(asyncio.Protocol):
             raise ConnectionLost(self._why("before the request was sent", self._lost), before_answer=True)
         self.response = None
         self._headers = {}
+        self._head_size = 0
         self._parser = httptools.HttpResponseParser(self)
         future: asyncio.Future[Response] = self.loop.create_future()
         self._head = future
@@ -297,11 +311,15 @@ class Connection(asyncio.Protocol):
         response = self.response
         if response is None:
             return
-        if response._inflate is not None:
+        inflate = response._inflate
+        if inflate is not None:
             try:
-                body = response._inflate(body)
+                body = inflate.decompress(body, MAX_INFLATED)
             except Exception as error:  # zlib.error: a body that is not what it says
                 self._broken(f"the server sent a body that does not decompress ({error})")
+                return
+            if inflate.unconsumed_tail:
+                self._broken(f"the server sent a compressed body that inflates past {MAX_INFLATED} bytes")
                 return
             if not body:
                 return

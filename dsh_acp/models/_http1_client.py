@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from ._http1 import Connection, ConnectionLost, HttpError, Response
 
@@ -28,6 +28,10 @@ each other at once, and a new connection to a remote API costs a TLS handshake."
 KEEP_IDLE: Final = 15.0
 """Seconds an idle connection is kept for the next request (what aiohttp, nginx and llama.cpp's
 server keep theirs for, or near it)."""
+
+
+_SAFE: Final = "/%:@!$&'()*+,;=-._~"
+"""What a request target keeps unquoted: the delimiters of a path, and the escapes already made."""
 
 
 class ConnectFailed(HttpError):
@@ -61,7 +65,9 @@ class Origin:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError as error:
             raise HttpError(f"a bad port in {url!r}") from error
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        # Quoted as a request line needs it (a space in a base URL), its escapes kept.
+        path = quote(parts.path or "/", safe=_SAFE)
+        target = path + (f"?{quote(parts.query, safe=_SAFE + '?')}" if parts.query else "")
         return Origin(parts.scheme, parts.hostname, port), target
 
     @property
