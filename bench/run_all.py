@@ -51,9 +51,14 @@ def table(sessions: tuple[float, int, float] | None, traced: float | None, sessi
         ratio = values["dsh-acp"] / values["bare"]
         cells[0] += f" ({ratio:.2f}×)"
         rows.append(f"| {figure} | " + " | ".join(cells) + f" | {target} |")
+    blank = " | ".join("" for _ in HEADINGS[1:])
+    http = bench_agent.FIGURES.get("idle peak RSS, an HTTP model (MiB)")
+    if http is not None:
+        target = f"≤ {bench_agent.IDLE_RSS_MIB:.0f} MiB"
+        figure = "idle peak RSS with an OpenAI-compatible model (MiB)"
+        rows.append(f"| {figure} | {http['dsh-acp']:.1f} | {blank} | {target} |")
     if sessions is not None:
         per_session, fds, seconds = sessions
-        blank = " | ".join("" for _ in HEADINGS[1:])
         most_bytes, most_fds = bench_sessions.TARGET_BYTES, bench_sessions.TARGET_FDS
         rows.append(f"| memory per idle session, RSS (B) | {per_session:,.0f} | {blank} | ≤ {most_bytes} |")
         if traced is not None:
