@@ -159,8 +159,11 @@ class Response:
             self.set_exception(error)
 
     def _finish(self) -> None:
-        if self._inflate is not None:
-            self._inflate = None
+        inflate, self._inflate = self._inflate, None
+        if inflate is not None:
+            rest = inflate.flush()  # what the decompressor held back for a longer match
+            if rest:
+                self._chunks.append(rest)
         self.complete = True
         self._wake()
 
