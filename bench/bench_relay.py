@@ -2,11 +2,12 @@
 OpenAI-compatible server on 127.0.0.1 and its ``agent_message_chunk`` reaching the client, and
 the agent's CPU per chunk, beside a bare asyncio + orjson relay (``_relay_floor.py``).
 
-The server is a thread of this process with blocking sockets: it streams ``--chunks`` SSE chunks
-trickled 5-20 ms apart (seeded), noting ``perf_counter`` as each leaves; the client reads the
-agent's stdout and notes when each chunk's notification arrives (the same clock). One warm-up
-prompt first (dsh-acp also asks for a title then). Medians of ``--runs`` runs of p99s. 1,000
-chunks by default: the p99 of 200 was in effect the second-worst sample, one scheduler hiccup.
+The server is a process of its own with blocking sockets (``_trickle_server.py``): it streams
+``--chunks`` SSE chunks trickled 5-20 ms apart (seeded), noting ``perf_counter`` as each leaves;
+the client reads the agent's stdout and notes when each chunk's notification arrives (the same
+clock: the system's monotonic one, in every process). One warm-up prompt first (dsh-acp also
+asks for a title then). Medians of ``--runs`` runs of p99s. 1,000 chunks by default: the p99 of
+200 was in effect the second-worst sample, one scheduler hiccup.
 
 Targets: agent p99 <= 1 ms and CPU per chunk <= 1.3x the floor. Exits 1 on a miss.
 
@@ -27,13 +28,11 @@ import argparse
 import importlib.util
 import json
 import os
-import random
 import shutil
-import socket
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -47,60 +46,27 @@ CPU_RATIO_TARGET = 1.3
 
 
 class TrickleServer:
+    """The trickling server (``_trickle_server.py``) in a process of its own, so that neither its
+    sends nor the client's reads wait for the other's share of this process's interpreter."""
+
     def __init__(self, chunks: int, seed: int) -> None:
-        self.chunks = chunks
-        self.random = random.Random(seed)
+        command = [sys.executable, str(HERE / "_trickle_server.py"), str(chunks), str(seed)]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE)
+        assert self.process.stdout is not None
+        self.port = int(self.process.stdout.readline())
         self.sent: list[float] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+        """When each chunk of the last stream left (``time.perf_counter``, the system's monotonic
+        clock, the same in every process)."""
 
-    def _serve(self) -> None:
-        while True:
-            connection, _ = self.listener.accept()
-            threading.Thread(target=self._handle, args=(connection,), daemon=True).start()
+    def next_stream(self) -> list[float]:
+        """The send times of the next stream the server finishes (they are written as it ends)."""
+        assert self.process.stdout is not None
+        self.sent = json.loads(self.process.stdout.readline())
+        return self.sent
 
-    def _handle(self, connection: socket.socket) -> None:
-        with connection:
-            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += connection.recv(65536)
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = next(
-                (
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                ),
-                0,
-            )
-            while len(body) < length:
-                body += connection.recv(65536)
-            if head.startswith(b"GET"):
-                connection.sendall(
-                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                )
-                return
-            title = b"You name coding sessions" in body
-            connection.sendall(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
-            )
-            count = 1 if title else self.chunks
-            sent: list[float] = []
-            for index in range(count):
-                if not title:
-                    time.sleep(self.random.uniform(0.005, 0.020))
-                document = {
-                    "choices": [{"index": 0, "delta": {"content": f"tok{index} "}, "finish_reason": None}]
-                }
-                payload = b"data: " + json.dumps(document).encode() + b"\n\n"
-                sent.append(time.perf_counter())
-                connection.sendall(payload)
-            finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-            connection.sendall(b"data: " + json.dumps(finish).encode() + b"\n\ndata: [DONE]\n\n")
-            if not title:
-                self.sent = sent
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
 
 
 def run(
@@ -125,12 +91,14 @@ def run(
                 elif b'"id":' + str(request_id).encode() in line.replace(b" ", b"") and b'"result"' in line:
                     break
             cpu = child.cpu_seconds() - cpu
+            server.next_stream()
             time.sleep(0.3)  # the title request, if any, is answered before the next prompt
         latencies = sorted((r - s) * 1000 for r, s in zip(seen, server.sent, strict=True))
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
         return p99, cpu / len(seen) * 1e6
     finally:
         child.close()
+        server.close()
 
 
 _STEPS = [  # (what, from, to): the points of _relay_probe.py, the server's "sent", the client's "got"
