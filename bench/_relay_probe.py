@@ -4,7 +4,7 @@
 
 Runs ``dsh-acp`` (the CLI's ``main``) with four points wrapped, each noting ``perf_counter`` (the
 clock ``bench_relay`` stamps the server's sends and the client's reads with: system-wide on
-Linux): the bytes arriving from the socket (aiohttp's protocol), the model's generator getting
+Linux): the bytes arriving from the socket (the model client's ``Connection``), the model's generator getting
 them (the SSE decoder's ``feed``), the notification queued (``Output.write``) and the system call
 that writes it (``FdSendStream.write_nowait``, before and after). Once COUNT notifications of
 ``agent_message_chunk`` have been written, their times go to OUT as JSON, one list per point. The
@@ -22,9 +22,8 @@ from typing import Any
 
 def main() -> int:
     out, count, arguments = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-    import aiohttp.client_proto
-
     from dsh_acp.cli._main import main as dsh_acp
+    from dsh_acp.models._http1 import Connection
     from dsh_acp.models._openai_sse import SSEDecoder
     from dsh_acp.rpc._output import Output
     from dsh_acp.rpc._stdio import FdSendStream
@@ -45,7 +44,7 @@ def main() -> int:
         if args[0]:
             last["arrived"] = perf_counter()
 
-    wrap(aiohttp.client_proto.ResponseHandler, "data_received", arrived)
+    wrap(Connection, "data_received", arrived)
     wrap(SSEDecoder, "feed", lambda args: last.__setitem__("fed", perf_counter()))
     wrap(Output, "write", lambda args: last.__setitem__("queued", perf_counter()))
     write_nowait = FdSendStream.write_nowait
