@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 _DUMPS_OPTION = orjson.OPT_APPEND_NEWLINE
+_LOG_PIECE = 256 * 1024
 
 
 async def _chunks(step: dict[str, Any]) -> AsyncIterator[str]:
@@ -108,7 +109,9 @@ class BareAgent:
                 await drain()
             if self.log is not None:
                 record = {"kind": "assistant_reply", "text": "".join(text), "text_id": message_id}
-                os.write(self.log, dumps(record, option=_DUMPS_OPTION))
+                view = memoryview(dumps(record, option=_DUMPS_OPTION))
+                while view:  # in pieces, as dsh-acp's log writes: one long write costs more CPU
+                    view = view[os.write(self.log, view[:_LOG_PIECE]) :]
         if self.log is not None:
             os.fsync(self.log)
         self.send({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "end_turn"}})
