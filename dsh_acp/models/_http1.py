@@ -21,7 +21,7 @@ import httptools
 if TYPE_CHECKING:
     import zlib
 
-__all__ = ["Connection", "ConnectionLost", "HttpError", "Response"]
+__all__ = ["Connection", "ConnectionLost", "HttpError", "MalformedResponse", "Response", "os_reason"]
 
 HIGH_WATER: Final = 1 << 20
 """Body bytes held unread before the socket is paused (a reader slower than the server)."""
@@ -39,12 +39,18 @@ class HttpError(Exception):
 
 
 class ConnectionLost(HttpError):
-    """The connection ended before or during a response. ``before_answer``: not a byte of the
-    response had come (often a kept-alive connection the server had closed meanwhile)."""
+    """The connection ended: raised by ``send`` when no answer had begun (often a kept-alive
+    connection the server had closed meanwhile), by ``read_chunk`` when the body was cut."""
 
-    def __init__(self, message: str, before_answer: bool) -> None:
-        super().__init__(message)
-        self.before_answer = before_answer
+
+class MalformedResponse(HttpError):
+    """The server's answer is not HTTP, or not one we take (endless headers, a body that does
+    not decompress): the connection is closed."""
+
+
+def os_reason(error: BaseException) -> str:
+    """The system's words for a failed connection (``strerror``), else the error's own."""
+    return getattr(error, "strerror", None) or str(error) or type(error).__name__
 
 
 class Response:
@@ -111,9 +117,7 @@ class Response:
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         chunks.clear()
         self._size = 0
-        if self._paused:
-            self._paused = False
-            self._connection.resume()
+        self._resume()
         return data
 
     async def read(self, limit: int) -> bytes:
@@ -149,6 +153,12 @@ class Response:
 
     # -- fed by the connection ------------------------------------------------------------------
 
+    def _resume(self) -> None:
+        """Read from the socket again, if the held body had paused it."""
+        if self._paused:
+            self._paused = False
+            self._connection.resume()
+
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -172,8 +182,12 @@ class Connection(asyncio.Protocol):
     """One HTTP/1.1 connection: a request is written whole, its response parsed as it arrives.
     ``on_*`` are httptools' callbacks."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, keep: Callable[[Connection], None]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, key: object, keep: Callable[[Connection], None]
+    ) -> None:
         self.loop = loop
+        self.key = key
+        """What the client keeps the connection under (its origin and proxy)."""
         self._keep = keep
         self.transport: asyncio.Transport | None = None
         self.closed = False
@@ -189,8 +203,6 @@ class Connection(asyncio.Protocol):
         self.draining: asyncio.Future[None] | None = None
         """Set while a released response's last bytes are awaited; done when the connection is
         kept or closed."""
-        self.key: object = None
-        """What the client keeps the connection under (its origin and proxy)."""
 
     # -- asyncio's side -------------------------------------------------------------------------
 
@@ -224,28 +236,27 @@ class Connection(asyncio.Protocol):
                 self._parser = None
                 response._finish()
             else:
-                response._fail(ConnectionLost(self._why("during the response", exc), before_answer=False))
+                response._fail(ConnectionLost(self._why("during the response", exc)))
         head = self._head
         if head is not None and not head.done():
-            head.set_exception(ConnectionLost(self._why("before the answer", exc), before_answer=True))
-
-    def pause_writing(self) -> None:  # a request body bigger than the socket's buffer
-        pass
+            head.set_exception(ConnectionLost(self._why("before the answer", exc)))
 
     # -- the request ----------------------------------------------------------------------------
 
     async def send(self, head: bytes, body: bytes) -> Response:
         """Write one request; return its response once the status line and headers are in."""
         if self.closed or self.transport is None or self.transport.is_closing():
-            raise ConnectionLost(self._why("before the request was sent", self._lost), before_answer=True)
+            raise ConnectionLost(self._why("before the request was sent", self._lost))
         self.response = None
         self._headers = {}
         self._head_size = 0
         self._parser = httptools.HttpResponseParser(self)
         future: asyncio.Future[Response] = self.loop.create_future()
         self._head = future
-        self.transport.write(head + body if len(body) < 65536 else head)
-        if len(body) >= 65536:
+        if len(body) < 65536:
+            self.transport.write(head + body)  # one segment for the common request
+        else:
+            self.transport.write(head)  # (no copy of a long conversation)
             self.transport.write(body)
         try:
             return await future
@@ -270,9 +281,7 @@ class Connection(asyncio.Protocol):
                 # The end may be a read away (the terminating chunk after [DONE]).
                 self.draining = self.loop.create_future()
                 self.loop.call_later(DRAIN_GRACE, self._drained, response)
-                if response._paused:
-                    response._paused = False
-                    self.resume()
+                response._resume()
                 return
             self.close()
             return
@@ -328,7 +337,7 @@ class Connection(asyncio.Protocol):
                 return
         response._chunks.append(body)
         response._size += len(body)
-        waiter = response._waiter
+        waiter = response._waiter  # (``_wake``, inline: every token's read comes this way)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
         if response._size > HIGH_WATER and not response._paused and self.transport is not None:
@@ -368,7 +377,7 @@ class Connection(asyncio.Protocol):
 
     def _broken(self, message: str) -> None:
         self._parser = None
-        error = ConnectionLost(message, before_answer=False)
+        error = MalformedResponse(message)
         if self.response is not None:
             self.response._fail(error)
         head = self._head
@@ -380,5 +389,4 @@ class Connection(asyncio.Protocol):
     def _why(when: str, exc: BaseException | None) -> str:
         if exc is None:
             return f"the server closed the connection {when}"
-        detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        return f"the connection was lost {when}: {detail}"
+        return f"the connection was lost {when}: {os_reason(exc)}"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 from urllib.parse import quote, urlsplit
 
-from ._http1 import Connection, ConnectionLost, HttpError, Response
+from ._http1 import Connection, ConnectionLost, HttpError, Response, os_reason
 
 if TYPE_CHECKING:
     import ssl
@@ -90,7 +90,8 @@ class HttpClient:
     def __init__(self, tls: ssl.SSLContext | None, connect_timeout: float) -> None:
         self._tls = tls
         self._connect_timeout = connect_timeout
-        self._idle: dict[tuple[Origin, Origin | None], list[Connection]] = {}
+        self._idle: dict[object, list[Connection]] = {}
+        """Idle connections by their key: the origin and the proxy they reach it through."""
         self._open: set[Connection] = set()
         self.closed = False
 
@@ -105,8 +106,8 @@ class HttpClient:
         proxy_headers: dict[str, str] | None = None,
     ) -> Response:
         """Send a request; return its response once its headers are in (read its body, then
-        ``release`` it). A kept-alive connection the server has closed meanwhile raises
-        ``ConnectionLost`` with ``before_answer``, as any connection lost before the answer does."""
+        ``release`` it). ``ConnectionLost`` when the connection ended before the answer began, as a
+        kept-alive one the server had closed may (once a new connection has been tried too)."""
         self.closed = False
         origin, target = Origin.of(url)
         via = Origin.of(proxy)[0] if proxy else None
@@ -119,21 +120,15 @@ class HttpClient:
             lines += [f"{name}: {value}" for name, value in (proxy_headers or {}).items()]
         if body or method in ("POST", "PUT", "PATCH"):
             lines.append(f"Content-Length: {len(body)}")
-        text = "\r\n".join(lines)
-        if text.count("\n") != len(lines) - 1 or text.count("\r") != len(lines) - 1:
-            # A line break in a header (a key pasted with its newline) would end it early and
-            # begin another, of the value's choosing.
-            raise HttpError("a request header holds a line break")
-        head = (text + "\r\n\r\n").encode()
+        head = _head(lines)
         kept = self._idle_connection((origin, via)) or await self._drained((origin, via))
         if kept is not None:
             try:
                 return await kept.send(head, body)
-            except ConnectionLost as lost:
+            except ConnectionLost:
                 # The server closed the kept connection as the request went (its FIN was still on
                 # the way): not a byte of an answer, so a new connection at once, not a retry.
-                if not lost.before_answer:
-                    raise
+                pass
         connection = await self._connect(origin, via, proxy_headers)
         return await connection.send(head, body)
 
@@ -175,19 +170,12 @@ class HttpClient:
     ) -> Connection:
         key = (origin, via)
         loop = asyncio.get_running_loop()
-
-        def keep(connection: Connection) -> None:
-            if self.closed or connection.closed:
-                self._open.discard(connection)
-                return
-            self._idle.setdefault(key, []).append(connection)
-
         first = via or origin
         tls = self._tls_for(first)
         try:
             async with asyncio.timeout(self._connect_timeout):
                 _, connection = await loop.create_connection(
-                    lambda: Connection(loop, keep),
+                    lambda: Connection(loop, key, self._keep),
                     first.host,
                     first.port,
                     ssl=tls,
@@ -195,14 +183,20 @@ class HttpClient:
                 )
                 self._open = {kept for kept in self._open if not kept.closed}
                 self._open.add(connection)
-                connection.key = key
                 if via is not None and origin.scheme == "https":
                     await self._tunnel(connection, origin, proxy_headers)
         except TimeoutError:
             raise ConnectTimedOut(f"no connection within {self._connect_timeout:g} s") from None
         except OSError as error:  # ssl.SSLError is one
-            raise ConnectFailed(_os_reason(error), error) from None
+            raise ConnectFailed(os_reason(error), error) from None
         return connection
+
+    def _keep(self, connection: Connection) -> None:
+        """An idle connection, for the next request to its origin (called by the connection)."""
+        if self.closed or connection.closed:
+            self._open.discard(connection)
+            return
+        self._idle.setdefault(connection.key, []).append(connection)
 
     async def _tunnel(
         self, connection: Connection, origin: Origin, proxy_headers: dict[str, str] | None
@@ -212,10 +206,10 @@ class HttpClient:
         lines = [f"CONNECT {origin.authority} HTTP/1.1", f"Host: {origin.authority}"]
         lines += [f"{name}: {value}" for name, value in (proxy_headers or {}).items()]
         try:
-            answer = await connection.tunnel(("\r\n".join(lines) + "\r\n\r\n").encode())
-        except ConnectionLost as lost:
+            answer = await connection.tunnel(_head(lines))
+        except HttpError as failed:  # lost, or not answered in HTTP
             connection.close()
-            raise ConnectFailed(f"the proxy closed the tunnel: {lost}") from None
+            raise ConnectFailed(f"no tunnel through the proxy: {failed}") from None
         if answer.status != 200:
             connection.close()
             said = f"HTTP {answer.status} {answer.reason}".strip()
@@ -244,5 +238,11 @@ class HttpClient:
         return self._tls
 
 
-def _os_reason(error: OSError) -> str:
-    return error.strerror or str(error) or type(error).__name__
+def _head(lines: list[str]) -> bytes:
+    """A request's head, its lines and the blank line that ends it; ``HttpError`` if a line
+    holds a line break of its own (a key pasted with its newline, a proxy password with an
+    escaped one), which would end it early and begin another, of the value's choosing."""
+    text = "\r\n".join(lines)
+    if text.count("\n") != len(lines) - 1 or text.count("\r") != len(lines) - 1:
+        raise HttpError("a request header holds a line break")
+    return (text + "\r\n\r\n").encode()

@@ -308,10 +308,6 @@ class OpenAIModel:
                     f"cannot connect to {self._where}: {self._scrub(connect_reason(error))}"
                 ) from None
             except ConnectionLost as error:
-                if not error.before_answer:
-                    raise ModelError(
-                        f"the request to {self._where} failed: {self._scrub(reason(error))}"
-                    ) from None
                 # Often a kept-alive connection the server had closed: worth another try.
                 failure = f"the connection to {self._where} was lost before the answer ({reason(error)})"
             except HttpError as error:
