@@ -240,8 +240,8 @@ class HttpClient:
 
 def _head(lines: list[str]) -> bytes:
     """A request's head, its lines and the blank line that ends it; ``HttpError`` if a line
-    holds a line break of its own (a key pasted with its newline, a proxy password with an
-    escaped one), which would end it early and begin another, of the value's choosing."""
+    holds a line break of its own (a key pasted with its newline), which would end it early and
+    begin another, of the value's choosing."""
     text = "\r\n".join(lines)
     if text.count("\n") != len(lines) - 1 or text.count("\r") != len(lines) - 1:
         raise HttpError("a request header holds a line break")
