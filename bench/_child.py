@@ -116,13 +116,13 @@ class NdjsonChild:
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")[-2000:]
 
-    def close(self) -> None:
-        """Close stdin (the agent's cue to exit) and reap it."""
+    def close(self, timeout: float = 10) -> None:
+        """Close stdin (the agent's cue to exit) and reap it, killed after ``timeout`` seconds."""
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
         try:
             self.proc.stdin.close()
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()

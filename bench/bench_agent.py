@@ -48,6 +48,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _cachegrind as cachegrind
 from _child import NdjsonChild, initialize_params
 from _stats import report
 
@@ -375,6 +376,55 @@ def stream(cwd: str, turns: int, chunks: int) -> list[str]:
     )
 
 
+# -- --instructions -----------------------------------------------------------------------------------
+
+
+def instructions(short: int, long: int, keep: str | None) -> None:
+    """User-space instructions per burst chunk of each agent, counted by valgrind's cachegrind:
+    (a turn of ``long`` chunks - a turn of ``short``) / the chunks between them, each in a process
+    of its own after a one-chunk warm-up turn. Deterministic where the CPU clock is not: what the
+    session log's record of the grown message costs is in it, start-up and idle time are not.
+    ``keep``: a folder for dsh-acp's cachegrind outputs (``cg_annotate --diff`` them)."""
+    counts: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
+        cwd = os.path.realpath(tmp)
+        ENV.clear()
+        ENV.update(child_environment(cwd, bytecode_cache=True))
+        ENV["PYTHONHASHSEED"] = "0"  # the children's dicts and sets alike from run to run
+        agents = {
+            "bare": AGENTS["bare"],
+            BARE_LOG: lambda script: [*AGENTS["bare"](script), "--log", str(Path(cwd, "bare-log.jsonl"))],
+            "dsh-acp": AGENTS["dsh-acp"],
+        }
+        for name, command in agents.items():
+            totals = []
+            for chunks in (short, long):
+                expected = chunk_texts(chunks)
+                script = Path(cwd, f"stream-{chunks}.json")
+                write_script(script, [["warm-up"], expected])
+                if chunks == short:  # a first run writes the bytecode cache: not a cost of the chunks
+                    agent = AgentProcess(command(script), cwd)
+                    try:
+                        stream_turn(agent, new_session(agent, cwd), ["warm-up"])
+                    finally:
+                        agent.close()
+                out = Path(keep or cwd, f"cachegrind.{name.replace(' ', '')}.{chunks}")
+                agent = AgentProcess([*cachegrind.command(out), *command(script)], cwd)
+                try:
+                    session_id = new_session(agent, cwd)
+                    stream_turn(agent, session_id, ["warm-up"])
+                    stream_turn(agent, session_id, expected)
+                finally:
+                    agent.close(timeout=120)  # killed, valgrind would not write its counts
+                totals.append(cachegrind.total(out))
+            counts[name] = (totals[1] - totals[0]) / (long - short)
+    bare = counts["bare"]
+    print(f"user-space instructions per burst chunk (cachegrind, turns of {short} and {long} chunks):")
+    for name, count in counts.items():
+        print(f"  {name}: {count:,.0f} ({count / bare:.2f}x bare)")
+    print(f"  (the target for dsh-acp's CPU per burst chunk: <= {CHUNK_RATIO}x bare)")
+
+
 # -- --profile ---------------------------------------------------------------------------------------
 
 
@@ -503,9 +553,17 @@ if __name__ == "__main__":
     parser.add_argument(
         "--trickle", action="store_true", help="with --profile: one event-loop turn per chunk"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="only the instructions per burst chunk of dsh-acp and the floor (valgrind)",
+    )
+    parser.add_argument("--keep", help="with --instructions: keep dsh-acp's cachegrind outputs here")
     args = parser.parse_args()
     CODE_CHUNKS = args.code
-    if args.profile:
+    if args.instructions:
+        instructions(1_000, 5_000, args.keep)
+    elif args.profile:
         profile(args.chunks, args.top, args.trickle)
     else:
         missed = main(args.runs, args.turns, args.chunks, not args.no_bytecode_cache, not args.start_only)

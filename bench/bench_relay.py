@@ -28,7 +28,6 @@ import argparse
 import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _cachegrind as cachegrind
 from _child import NdjsonChild
 
 HERE = Path(__file__).resolve().parent
@@ -149,8 +149,6 @@ def _relay_command(label: str, base: str, state: str) -> list[str]:
 def instructions(short: int, long: int) -> None:
     """Instructions per chunk of each relay under cachegrind: (long run - short run) / the chunks
     between them (each run streams a warm-up prompt and a measured one of as many chunks)."""
-    if shutil.which("valgrind") is None:
-        raise SystemExit("--instructions needs valgrind (cachegrind) on the PATH")
     os.environ["PYTHONHASHSEED"] = "0"  # the children's dicts and sets alike from run to run
     counts: dict[str, float] = {}
     for label in ("floor", "floor+aiohttp", "dsh-acp"):
@@ -159,31 +157,16 @@ def instructions(short: int, long: int) -> None:
             with tempfile.TemporaryDirectory() as state:
                 server = TrickleServer(chunks, seed=0)
                 out = os.path.join(state, "cachegrind.out")
-                command = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}"]
+                command = cachegrind.command(out)
                 command += _relay_command(label, f"http://127.0.0.1:{server.port}/v1", state)
                 run(command, server, state)
-                deadline = time.monotonic() + 30  # valgrind writes its counts as the process ends
-                while time.monotonic() < deadline and not _summary(out):
-                    time.sleep(0.1)
-                totals.append(_summary(out))
+                totals.append(cachegrind.total(out))
         counts[label] = (totals[1] - totals[0]) / (2 * (long - short))
     floor = counts["floor"]
     print(f"user-space instructions per trickled chunk (cachegrind, {short} and {long} chunks):")
     for label, count in counts.items():
         print(f"  {label}: {count:,.0f} ({count / floor:.2f}x the floor)")
     print(f"  (the target for dsh-acp's CPU per chunk: <= {CPU_RATIO_TARGET}x the floor)")
-
-
-def _summary(path: str) -> int:
-    """The instruction total of a cachegrind output file (0 until it is written)."""
-    try:
-        with open(path) as file:
-            for line in file:
-                if line.startswith("summary:"):
-                    return int(line.split()[1])
-    except FileNotFoundError:
-        pass
-    return 0
 
 
 def main() -> int:

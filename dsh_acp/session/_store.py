@@ -68,13 +68,13 @@ _NOT_WRITABLE: Final = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 """Why a claim's lock file cannot be made in a folder that can still be read."""
 
 _OPEN_LOGS: Final = 16
+"""Log descriptors a store keeps open between writes (the sessions written most recently)."""
 _WRITE_PIECE: Final = 256 * 1024
 """The most bytes one ``write`` appends. A long record (a turn's message of megabytes) goes in
 pieces of this size: on the Linux VM of the benches one ``write`` of a 4 MiB record took 1.1-8.1
 ms of the agent's CPU (median 3.3), the same record in 256 KiB pieces 1.3-1.7 ms (median 1.5),
 12 turns each, interleaved. The line is whole once its last piece lands, and a line torn by a
 crash between pieces is fenced like any other."""
-"""Log descriptors a store keeps open between writes (the sessions written most recently)."""
 
 
 class StoreError(RpcError):
