@@ -384,7 +384,8 @@ def instructions(short: int, long: int, keep: str | None) -> None:
     (a turn of ``long`` chunks - a turn of ``short``) / the chunks between them, each in a process
     of its own after a one-chunk warm-up turn. Deterministic where the CPU clock is not: what the
     session log's record of the grown message costs is in it, start-up and idle time are not.
-    ``keep``: a folder for dsh-acp's cachegrind outputs (``cg_annotate --diff`` them)."""
+    ``keep``: a folder for every agent's cachegrind outputs (``cg_diff`` an agent's two, then
+    ``cg_annotate`` the difference: where its instructions per chunk go)."""
     counts: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
         cwd = os.path.realpath(tmp)
@@ -558,7 +559,7 @@ if __name__ == "__main__":
         action="store_true",
         help="only the instructions per burst chunk of dsh-acp and the floor (valgrind)",
     )
-    parser.add_argument("--keep", help="with --instructions: keep dsh-acp's cachegrind outputs here")
+    parser.add_argument("--keep", help="with --instructions: keep the cachegrind outputs here")
     args = parser.parse_args()
     CODE_CHUNKS = args.code
     if args.instructions:
