@@ -96,6 +96,12 @@ class NdjsonChild:
                 fields = file.read().rsplit(")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def system_seconds(self) -> float:
+        """The agent's CPU time in the kernel so far, all threads, in seconds (clock ticks)."""
+        with open(f"/proc/{self.pid}/stat") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+        return int(fields[12]) / os.sysconf("SC_CLK_TCK")
+
     def status_kib(self, key: str) -> int:
         with open(f"/proc/{self.pid}/status") as file:
             for line in file:

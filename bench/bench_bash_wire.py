@@ -1,6 +1,6 @@
 """bash output through the real agent over its real stdio, beside a bare loop doing the same.
 
-    .venv/bin/python bench/bench_bash_wire.py [--runs 5] [--count 7000000]
+    .venv/bin/python bench/bench_bash_wire.py [--runs 5] [--count 7000000] [--line BYTES]
 
 Targets: output delivered to the client at ≥ 0.9× the bare loop's rate, and the
 agent's CPU ≤ 2 ms per MB (the command's own CPU is not the agent's: it runs in another process).
@@ -8,6 +8,9 @@ agent's CPU ≤ 2 ms per MB (the command's own CPU is not the agent's: it runs i
 - ``dsh-acp``: ``python -m dsh_acp --model script:… --mode bypass`` whose scripted model calls
   ``bash`` with ``seq 1 COUNT`` (about 8 bytes a number) once; the client advertises
   ``_meta.terminal_output`` and reads the live ``terminal_output`` updates.
+  ``--line BYTES`` runs ``yes`` with lines of that length instead (``COUNT`` lines): seq's lines
+  of about 8 bytes are the worst case for the JSON encoding of the output, which spends about 10 ns
+  on each escaped character (the newline) in orjson, in the floor as in dsh-acp.
 - ``bare``: this file with ``--bare``: an asyncio + orjson loop with no framework that runs the
   same command with ``asyncio.create_subprocess_exec`` and relays each read (≤ 64 KiB, decoded
   incrementally as UTF-8) as one ``terminal_output`` notification: the floor. It keeps the
@@ -21,7 +24,18 @@ measured on the second: the first prompt of a fresh agent also loads the agent l
 and pydantic, a cost of its own (the README's performance section). MB/s from sending that
 ``session/prompt`` to the ``terminal_exit`` update (1 MB = 10⁶ B); the agent's process CPU (its
 threads only) over the same span per MB; the agent's peak RSS growth (``VmHWM`` reset before
-that prompt; target ≤ 32 MB). Exits non-zero when a target is missed.
+that prompt; target ≤ 32 MB). Exits non-zero when a target is missed. The CPU figure is
+printed as a ratio to the floor's too: on a shared machine the floor itself moves by 1.9× with
+the hour, and the absolute target with it.
+
+``--instructions``: instead, the user-space instructions each of the three spends per MB of
+output, counted by valgrind's cachegrind, which do not move with the machine's load: each runs in
+a process of its own for ``seq 1 1000000`` and for ``seq 1 4000000`` (both prompts each), and the
+figure is the difference of the two totals over the megabytes between them, so start-up, the
+first prompt's imports and the exit cancel out. They leave out the kernel's side (the pipes'
+reads and writes), which the timed figure has. Slowed by valgrind, each agent finds its pipe full
+at every read, so its reads are whole (64 or 256 KiB): that is the figure of a fast command.
+Reports and does not judge; ``--keep DIR`` keeps the outputs for ``cg_diff``/``cg_annotate``.
 """
 
 from __future__ import annotations
@@ -41,10 +55,12 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _cachegrind as cachegrind
 from _child import NdjsonChild, initialize_params
 from _stats import report
 
 CALL_ID = "call_bash"
+WIDE = "bare, 1 MiB pipes"
 RATE_TARGET = 0.9
 CPU_TARGET_MS_PER_MB = 2.0
 GROWTH_TARGET_MIB = 32.0
@@ -126,7 +142,11 @@ def serve_bare() -> int:
     return 0
 
 
-def one_run(command: list[str], cwd: str, env: dict[str, str], expected: tuple[int, str]) -> dict[str, float]:
+def one_run(
+    command: list[str], cwd: str, env: dict[str, str], expected: tuple[int, str], timeout: float = 10
+) -> dict[str, float]:
+    """One fresh process: the command's turn run twice, the second measured (``timeout``: how long
+    its exit may take once stdin closes; valgrind, killed, would not write its counts)."""
     child = NdjsonChild(command, cwd, env)
     try:
         child.call("initialize", INIT_PARAMS)
@@ -137,21 +157,22 @@ def one_run(command: list[str], cwd: str, env: dict[str, str], expected: tuple[i
         prompt(child, session, expected)
         return prompt(child, session, expected)
     finally:
-        child.close()
+        child.close(timeout=timeout)
 
 
 def prompt(child: NdjsonChild, session: str, expected: tuple[int, str]) -> dict[str, float]:
     """One prompt whose turn runs the command: its rate, agent CPU per MB and peak RSS growth."""
     rss_before = child.status_kib("VmRSS")
     reset = child.reset_peak()
-    cpu_before = child.cpu_seconds()
+    cpu_before, system_before = child.cpu_seconds(), child.system_seconds()
     start = time.perf_counter()
     request_id = child.request(
         "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
     )
     digest = hashlib.sha256()
-    length = 0
+    length = updates = 0
     exit_at = cpu_at_exit = None
+    system_at_exit = 0.0
     for message in child.messages():
         if "method" not in message:
             assert message.get("id") == request_id, message
@@ -163,8 +184,10 @@ def prompt(child: NdjsonChild, session: str, expected: tuple[int, str]) -> dict[
             data = output["data"].encode()
             digest.update(data)
             length += len(data)
+            updates += 1
         if "terminal_exit" in meta:
             exit_at, cpu_at_exit = time.perf_counter(), child.cpu_seconds()
+            system_at_exit = child.system_seconds()
     assert exit_at is not None, "no terminal_exit"
     assert cpu_at_exit is not None
     assert (length, digest.hexdigest()) == expected, ("output differs", length, expected[0])
@@ -172,29 +195,47 @@ def prompt(child: NdjsonChild, session: str, expected: tuple[int, str]) -> dict[
     return {
         "mb_per_s": length / 1e6 / (exit_at - start),
         "cpu_ms_per_mb": (cpu_at_exit - cpu_before) * 1000 / (length / 1e6),
+        "system_ms_per_mb": (system_at_exit - system_before) * 1000 / (length / 1e6),
+        "updates_per_mb": updates / (length / 1e6),
         "growth_mib": (hwm - (rss_before if reset else hwm)) / 1024,
     }
 
 
-def main(runs: int, count: int) -> int:
-    command = f"seq 1 {count}"
+def agents(cwd: str, command: str) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
+    """The argv and environment of dsh-acp and of the two floors, each running ``command`` in its
+    turns; dsh-acp's scripted model (two turns, each calling ``bash`` once) is written to ``cwd``."""
+    call = {"id": CALL_ID, "name": "bash", "arguments": {"command": command, "description": "bench"}}
+    script = Path(cwd, f"script-{hashlib.sha256(command.encode()).hexdigest()[:12]}.json")
+    script.write_bytes(orjson.dumps({"turns": [[{"tool_calls": [call]}, {"text": ["done"]}]] * 2}))
+    env = {**os.environ, "BENCH_COMMAND": command}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: modules compiled once
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(cwd, "pycache")
+    state = os.path.join(cwd, "state")
+    agent = [sys.executable, "-m", "dsh_acp", "--model", f"script:{script}", "--mode", "bypass"]
+    bare = [sys.executable, str(Path(__file__).resolve()), "--bare"]
+    commands = {"dsh-acp": [*agent, "--state-dir", state], "bare": bare, WIDE: bare}
+    envs = dict.fromkeys(commands, env) | {WIDE: {**env, "BENCH_WIDE": "1"}}
+    return commands, envs
+
+
+def output_command(count: int, line: int | None) -> str:
+    """``seq 1 COUNT``, or with ``line`` COUNT lines of that many bytes (letters and digits, so
+    that nothing in a line but its newline is escaped in JSON)."""
+    if line is None:
+        return f"seq 1 {count}"
+    text = ("abcdefghijklmnopqrstuvwxyz0123456789" * (line // 36 + 1))[: max(0, line - 1)]
+    return f"yes {text} | head -n {count}"
+
+
+def main(runs: int, count: int, line: int | None) -> int:
+    command = output_command(count, line)
     expected = expected_output(command)
     print(f"{command}: {expected[0] / 1e6:.1f} MB, {runs} runs each, interleaved")
     results: dict[str, list[dict[str, float]]] = {"dsh-acp": [], "bare": []}
     with tempfile.TemporaryDirectory(prefix="bench-bash-wire-") as tmp:
         cwd = os.path.realpath(tmp)
-        call = {"id": CALL_ID, "name": "bash", "arguments": {"command": command, "description": "bench"}}
-        script = Path(cwd, "script.json")
-        script.write_bytes(orjson.dumps({"turns": [[{"tool_calls": [call]}, {"text": ["done"]}]] * 2}))
-        env = {**os.environ, "BENCH_COMMAND": command}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: modules compiled once
-        env["PYTHONPYCACHEPREFIX"] = os.path.join(cwd, "pycache")
-        state = os.path.join(cwd, "state")
-        agent = [sys.executable, "-m", "dsh_acp", "--model", f"script:{script}", "--mode", "bypass"]
-        bare = [sys.executable, str(Path(__file__).resolve()), "--bare"]
-        commands = {"dsh-acp": [*agent, "--state-dir", state], "bare": bare, "bare, 1 MiB pipes": bare}
-        envs = dict.fromkeys(commands, env) | {"bare, 1 MiB pipes": {**env, "BENCH_WIDE": "1"}}
-        one_run(commands["dsh-acp"], cwd, env, expected)  # warm-up: the bytecode cache
+        commands, envs = agents(cwd, command)
+        one_run(commands["dsh-acp"], cwd, envs["dsh-acp"], expected)  # warm-up: the bytecode cache
         for _ in range(runs):
             for name, argv in commands.items():
                 results.setdefault(name, []).append(one_run(argv, cwd, envs[name], expected))
@@ -212,16 +253,58 @@ def main(runs: int, count: int) -> int:
         f"({rate / floor:.2f}×)",
     )
     report("  floor: bare asyncio + orjson relay loop", floor, "MB/s")
-    report("agent CPU per MB of output: dsh-acp", cpu, "ms", f"target ≤ {CPU_TARGET_MS_PER_MB}")
-    report("  floor: bare loop", median("bare", "cpu_ms_per_mb"), "ms")
-    wide_rate = median("bare, 1 MiB pipes", "mb_per_s")
+    floor_cpu = median("bare", "cpu_ms_per_mb")
+    report(
+        "agent CPU per MB of output: dsh-acp",
+        cpu,
+        "ms",
+        f"target ≤ {CPU_TARGET_MS_PER_MB}",
+        f"({cpu / floor_cpu:.2f}× floor)",
+    )
+    report("  floor: bare loop", floor_cpu, "ms")
+    wide_rate, wide_cpu = median(WIDE, "mb_per_s"), median(WIDE, "cpu_ms_per_mb")
     report(
         "  the floor with dsh-acp's pipe sizes and reads", wide_rate, "MB/s", "", f"({rate / wide_rate:.2f}×)"
     )
-    report("  … its CPU per MB", median("bare, 1 MiB pipes", "cpu_ms_per_mb"), "ms")
+    report("  … its CPU per MB", wide_cpu, "ms", "", f"({cpu / wide_cpu:.2f}×)")
+    for name in results:  # clock ticks: a coarse split, for where the CPU goes
+        report(f"  of which in the kernel: {name}", median(name, "system_ms_per_mb"), "ms")
+    for name in results:  # each update is a read, and a turn of the loop
+        report(f"  terminal_output updates per MB: {name}", median(name, "updates_per_mb"), "")
     report("agent peak RSS growth: dsh-acp", growth, "MiB", f"target ≤ {GROWTH_TARGET_MIB:.0f}")
     missed = rate < RATE_TARGET * floor or cpu > CPU_TARGET_MS_PER_MB or growth > GROWTH_TARGET_MIB
     return 1 if missed else 0
+
+
+def instructions(short: int, long: int, line: int | None, keep: str | None) -> None:
+    """User-space instructions per MB of output of dsh-acp and the floors, under cachegrind: (a
+    process printing ``long`` lines - one printing ``short``) / the megabytes between them."""
+    per_mb: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-bash-wire-") as tmp:
+        cwd = os.path.realpath(tmp)
+        runs = {
+            count: (agents(cwd, output_command(count, line)), expected_output(output_command(count, line)))
+            for count in (short, long)
+        }
+        (first, first_envs), first_expected = runs[short]
+        one_run(first["dsh-acp"], cwd, first_envs["dsh-acp"], first_expected)  # fills the bytecode cache
+        for name in first:
+            totals = []
+            for count, ((commands, envs), expected) in runs.items():
+                out = Path(keep or cwd, f"cachegrind.{name.replace(' ', '').replace(',', '')}.{count}")
+                env = {**envs[name], "PYTHONHASHSEED": "0"}  # dicts and sets alike from run to run
+                one_run([*cachegrind.command(out), *commands[name]], cwd, env, expected, timeout=300)
+                totals.append(cachegrind.total(out))
+            megabytes = 2 * (runs[long][1][0] - runs[short][1][0]) / 1e6  # two prompts each
+            per_mb[name] = (totals[1] - totals[0]) / megabytes
+    floor = per_mb["bare"]
+    commands = f"{output_command(short, line)} and {output_command(long, line)}"
+    print(f"user-space instructions per MB of bash output (cachegrind, {commands}):")
+    for name, count in per_mb.items():
+        print(f"  {name}: {count:,.0f} ({count / floor:.2f}x the floor)")
+    print(
+        f"  (the target for dsh-acp's CPU: <= {CPU_TARGET_MS_PER_MB} ms per MB, the kernel's side included)"
+    )
 
 
 if __name__ == "__main__":
@@ -230,6 +313,17 @@ if __name__ == "__main__":
     )
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--count", type=int, default=7_000_000, help="seq 1 COUNT (default: about 56 MB)")
+    parser.add_argument("--line", type=int, help="COUNT lines of this many bytes (yes) instead of seq's")
     parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--instructions", action="store_true", help="only the instructions per MB of each (valgrind)"
+    )
+    parser.add_argument("--keep", help="with --instructions: keep the cachegrind outputs here")
     args = parser.parse_args()
-    sys.exit(serve_bare() if args.bare else main(args.runs, args.count))
+    if args.bare:
+        sys.exit(serve_bare())
+    if args.instructions:
+        short = 1_000_000 if args.line is None else 6_900_000 // args.line
+        instructions(short, 4 * short, args.line, args.keep)
+        sys.exit(0)
+    sys.exit(main(args.runs, args.count, args.line))
