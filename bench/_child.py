@@ -92,15 +92,18 @@ class NdjsonChild:
         try:
             return time.clock_gettime(self._cpu_clock)
         except OSError:  # not Linux's clock ids: /proc's utime + stime, in clock ticks
-            with open(f"/proc/{self.pid}/stat") as file:
-                fields = file.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            return sum(self._stat_seconds())
 
     def system_seconds(self) -> float:
         """The agent's CPU time in the kernel so far, all threads, in seconds (clock ticks)."""
+        return self._stat_seconds()[1]
+
+    def _stat_seconds(self) -> tuple[float, float]:
+        """The user and system times of ``/proc/PID/stat``, all threads, in seconds."""
         with open(f"/proc/{self.pid}/stat") as file:
             fields = file.read().rsplit(")", 1)[1].split()
-        return int(fields[12]) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
 
     def status_kib(self, key: str) -> int:
         with open(f"/proc/{self.pid}/status") as file:

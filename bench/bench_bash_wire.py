@@ -30,7 +30,8 @@ the hour, and the absolute target with it.
 
 ``--instructions``: instead, the user-space instructions each of the three spends per MB of
 output, counted by valgrind's cachegrind, which do not move with the machine's load: each runs in
-a process of its own for ``seq 1 1000000`` and for ``seq 1 4000000`` (both prompts each), and the
+a process of its own for ``seq 1 1000000`` and for ``seq 1 4000000`` (with ``--line``, as many
+lines as make 6.9 MB and four times that; both prompts each), and the
 figure is the difference of the two totals over the megabytes between them, so start-up, the
 first prompt's imports and the exit cancel out. They leave out the kernel's side (the pipes'
 reads and writes), which the timed figure has. Slowed by valgrind, each agent finds its pipe full
@@ -171,8 +172,7 @@ def prompt(child: NdjsonChild, session: str, expected: tuple[int, str]) -> dict[
     )
     digest = hashlib.sha256()
     length = updates = 0
-    exit_at = cpu_at_exit = None
-    system_at_exit = 0.0
+    exit_at = cpu_at_exit = system_at_exit = None
     for message in child.messages():
         if "method" not in message:
             assert message.get("id") == request_id, message
@@ -190,6 +190,7 @@ def prompt(child: NdjsonChild, session: str, expected: tuple[int, str]) -> dict[
             system_at_exit = child.system_seconds()
     assert exit_at is not None, "no terminal_exit"
     assert cpu_at_exit is not None
+    assert system_at_exit is not None
     assert (length, digest.hexdigest()) == expected, ("output differs", length, expected[0])
     hwm = child.status_kib("VmHWM")
     return {
@@ -282,24 +283,21 @@ def instructions(short: int, long: int, line: int | None, keep: str | None) -> N
     per_mb: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-bash-wire-") as tmp:
         cwd = os.path.realpath(tmp)
-        runs = {
-            count: (agents(cwd, output_command(count, line)), expected_output(output_command(count, line)))
-            for count in (short, long)
-        }
-        (first, first_envs), first_expected = runs[short]
-        one_run(first["dsh-acp"], cwd, first_envs["dsh-acp"], first_expected)  # fills the bytecode cache
-        for name in first:
+        shell = {count: output_command(count, line) for count in (short, long)}
+        runs = {count: (*agents(cwd, command), expected_output(command)) for count, command in shell.items()}
+        commands, envs, expected = runs[short]
+        one_run(commands["dsh-acp"], cwd, envs["dsh-acp"], expected)  # fills the bytecode cache
+        for name in commands:
             totals = []
-            for count, ((commands, envs), expected) in runs.items():
+            for count, (argvs, environments, output) in runs.items():
                 out = Path(keep or cwd, f"cachegrind.{name.replace(' ', '').replace(',', '')}.{count}")
-                env = {**envs[name], "PYTHONHASHSEED": "0"}  # dicts and sets alike from run to run
-                one_run([*cachegrind.command(out), *commands[name]], cwd, env, expected, timeout=300)
+                env = {**environments[name], "PYTHONHASHSEED": "0"}  # dicts and sets alike from run to run
+                one_run([*cachegrind.command(out), *argvs[name]], cwd, env, output, timeout=300)
                 totals.append(cachegrind.total(out))
-            megabytes = 2 * (runs[long][1][0] - runs[short][1][0]) / 1e6  # two prompts each
+            megabytes = 2 * (runs[long][2][0] - runs[short][2][0]) / 1e6  # two prompts each
             per_mb[name] = (totals[1] - totals[0]) / megabytes
     floor = per_mb["bare"]
-    commands = f"{output_command(short, line)} and {output_command(long, line)}"
-    print(f"user-space instructions per MB of bash output (cachegrind, {commands}):")
+    print(f"user-space instructions per MB of bash output (cachegrind, {shell[short]} and {shell[long]}):")
     for name, count in per_mb.items():
         print(f"  {name}: {count:,.0f} ({count / floor:.2f}x the floor)")
     print(
