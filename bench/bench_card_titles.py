@@ -31,9 +31,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dsh_acp import ToolCallArguments, ToolCallStart
-from dsh_acp.acp._render import RenderContext
 from dsh_acp.loop._streaming_cards import StreamingCards
 from dsh_acp.models._openai_response import Assembler
+from dsh_acp.wire._render_context import RenderContext
 from dsh_tools import ToolRegistry
 from reference_tools import default_tools
 

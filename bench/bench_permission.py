@@ -25,7 +25,7 @@ from _stats import median_us, report
 
 from dsh_acp.permissions._approvals import ProjectRules
 from dsh_acp.permissions._modes import PermissionState, mode_gate
-from dsh_acp.permissions._questions import Question
+from dsh_acp.permissions._permission_choices import Question
 from dsh_acp.permissions._rules import Rule
 from dsh_tools import CommandSubject, Services, ToolExecution, ToolRegistry, define_tool
 from reference_tools import register_fs_tools

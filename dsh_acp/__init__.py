@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from dsh_acp._config import AgentConfig, ModelChoice, counter_ids
-    from dsh_acp.cli._args import build_config
-    from dsh_acp.cli._serve import serve, serve_stdio
+    from dsh_acp.launch._flags import build_config
+    from dsh_acp.launch._serve import serve, serve_stdio
     from dsh_acp.models._model import (
         ARGUMENTS_SHOWN,
         AssistantMessage,
@@ -62,9 +62,9 @@ _HOME = {
     "AgentConfig": "dsh_acp._config",
     "ModelChoice": "dsh_acp._config",
     "counter_ids": "dsh_acp._config",
-    "build_config": "dsh_acp.cli._args",
-    "serve": "dsh_acp.cli._serve",
-    "serve_stdio": "dsh_acp.cli._serve",
+    "build_config": "dsh_acp.launch._flags",
+    "serve": "dsh_acp.launch._serve",
+    "serve_stdio": "dsh_acp.launch._serve",
     "ARGUMENTS_SHOWN": "dsh_acp.models._model",
     "AssistantMessage": "dsh_acp.models._model",
     "ContextMessage": "dsh_acp.models._model",

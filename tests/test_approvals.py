@@ -17,7 +17,7 @@ import anyio
 import pytest
 from approval_corpus import ATTACKS, COVERED
 
-from dsh_acp.permissions._questions import Question
+from dsh_acp.permissions._permission_choices import Question
 from dsh_acp.permissions._rules import Rule, migrate_key, rule_from_json
 from dsh_acp.permissions._shellwords import split_command_line
 from dsh_acp.testing import AcpClient, AcpSchema

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dsh_acp.acp._bridge import (
+from dsh_acp.wire._bridge import (
     CallInfo,
     RenderContext,
     announce_call,
@@ -18,7 +18,7 @@ from dsh_acp.acp._bridge import (
     raw_input,
     relativize_title,
 )
-from dsh_acp.acp._client_profile import ClientProfile, client_profile
+from dsh_acp.wire._client_profile import ClientProfile, client_profile
 from dsh_tools import (
     DiffCallView,
     DiffResultView,

@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh_acp.acp._wire import EnvVariable, McpServerStdio
 from dsh_acp.mcp._servers import McpConnections, connect_servers, mcp_tool_name
 from dsh_acp.mcp._tool_shapes import object_schema
+from dsh_acp.wire._client_params import EnvVariable, McpServerStdio
 from dsh_tools import (
     Annotations,
     AudioBlock,

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from dsh_acp.acp._client_profile import client_profile
 from dsh_acp.models._login import login_main, store_api_key
 from dsh_acp.models._openai import OpenAIModel
 from dsh_acp.models._settings import (
@@ -29,6 +28,7 @@ from dsh_acp.models._settings import (
 )
 from dsh_acp.models._source import ModelSource, build_openai_model
 from dsh_acp.testing import AcpSchema
+from dsh_acp.wire._client_profile import client_profile
 
 
 def write(path: Path, text: str) -> Path:

@@ -364,7 +364,7 @@ async def test_a_call_left_open_by_a_crash_replays_failed(acp_schema: AcpSchema,
 def test_tool_result_view_round_trips(tmp_path: Path) -> None:
     # What the replay rebuilds from a logged view is the view the presenter gave.
     view = TerminalResultView(output="x", exit_code=2, signal=None)
-    from dsh_acp.loop._tool_step import view_json
+    from dsh_acp.loop._call_lifecycle import view_json
 
     assert TerminalResultView.model_validate(view_json(view)) == view
     assert ToolResult(content=()).meta is None

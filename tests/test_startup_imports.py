@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dsh_acp.acp._session_params import new_session_params
-from dsh_acp.acp._wire import NewSessionParams
+from dsh_acp.wire._client_params import NewSessionParams
 
 NOT_BEFORE_INITIALIZE = (
     "pydantic",
@@ -114,10 +114,10 @@ IDLE_NEVER = (
     "dsh_tools._content",
     "dsh_tools._views",
     "reference_tools",
-    "dsh_acp.acp._bridge",
+    "dsh_acp.wire._bridge",
     "dsh_acp.loop._turn",
     "dsh_acp.acp._prompt_runner",
-    "dsh_acp.acp._wire",
+    "dsh_acp.wire._client_params",
     "dsh_acp.session._replay",
 )
 """What an idle agent (``initialize`` and a ``session/new``, the warm-up after ``initialize`` done)

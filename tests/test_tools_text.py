@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_acp._brief import one_line
+from dsh_acp._safe_text import one_line
 from dsh_tools import ImageBlock, bound_text, fenced, text, text_of
 
 

@@ -1,4 +1,5 @@
-"""The Agent Client Protocol: the method handlers, what clients send (validated params), what the
-agent sends (session updates, tool cards), and the client's own file system, terminals and forms."""
+"""The Agent Client Protocol's method handlers: ``initialize``, the session methods, the prompt
+runner, slash commands, the pickers, and the client's own file system, terminals and forms. What
+they send and read on the wire is built in ``dsh_acp.wire``."""
 
 __all__: list[str] = []

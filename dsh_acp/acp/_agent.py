@@ -19,8 +19,8 @@ from anyio.abc import TaskGroup
 from dsh_acp._config import AgentConfig
 from dsh_acp.rpc._connection import Connection, Reply, RequestId
 from dsh_acp.rpc._errors import METHOD_NOT_FOUND, RpcError
+from dsh_acp.wire._client_profile import ClientProfile
 
-from ._client_profile import ClientProfile
 from ._initialize import PROTOCOL_VERSION, initialize_answer
 
 if TYPE_CHECKING:

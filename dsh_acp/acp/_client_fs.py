@@ -16,9 +16,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from dsh_acp.rpc._errors import RESOURCE_NOT_FOUND, RpcError
+from dsh_acp.wire._client_requests import read_text_file_params, write_text_file_params
 from dsh_tools.filesystem import FileSystem, LocalFileSystem, TextFormat, file_format, lf_text
-
-from ._client_requests import read_text_file_params, write_text_file_params
 
 __all__ = ["ClientFileSystem"]
 

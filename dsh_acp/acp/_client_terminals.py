@@ -13,8 +13,14 @@ from typing import Any
 
 import anyio
 
-from dsh_acp._brief import brief
+from dsh_acp._safe_text import brief
 from dsh_acp.rpc._errors import RpcError
+from dsh_acp.wire._client_requests import (
+    CreateTerminalParams,
+    TerminalParams,
+    create_terminal_params,
+    terminal_params,
+)
 from dsh_tools.terminals import (
     ExitStatus,
     HostTerminal,
@@ -22,8 +28,6 @@ from dsh_tools.terminals import (
     TerminalHostError,
     TerminalSnapshot,
 )
-
-from ._client_requests import CreateTerminalParams, TerminalParams, create_terminal_params, terminal_params
 
 __all__ = ["ClientTerminals"]
 

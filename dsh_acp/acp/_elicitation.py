@@ -12,11 +12,10 @@ import anyio
 
 from dsh_acp.rpc._errors import RpcError
 from dsh_acp.session._events import SessionEvent, ToolCalled, ToolCancelled, ToolFinished
+from dsh_acp.wire._bridge import CallInfo, announce_call, cancelled_call, finish_call
+from dsh_acp.wire._client_requests import elicitation_params
 from dsh_tools import GenericCallView, TextBlock, ToolResult
 from dsh_tools.questions import Answer, UserQuestions, answer_text
-
-from ._bridge import CallInfo, announce_call, cancelled_call, finish_call
-from ._client_requests import elicitation_params
 
 if TYPE_CHECKING:
     from dsh_acp.session._session import Session

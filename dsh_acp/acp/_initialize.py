@@ -12,8 +12,7 @@ from typing import Any, cast
 from dsh_acp._config import AgentConfig
 from dsh_acp._version import VERSION
 from dsh_acp.rpc._errors import RpcError, invalid_params
-
-from ._client_profile import ClientProfile, TerminalsChoice, client_profile
+from dsh_acp.wire._client_profile import ClientProfile, TerminalsChoice, client_profile
 
 __all__ = ["PROTOCOL_VERSION", "PreludeAnswers", "initialize_answer"]
 

@@ -12,10 +12,10 @@ from dsh_acp.permissions._modes import MODES, modes_wire
 from dsh_acp.rpc._errors import invalid_params
 from dsh_acp.session._events import ConfigChanged, ModeChanged
 from dsh_acp.session._session import Session
+from dsh_acp.wire._updates import ConfigOption, config_option_update, current_mode_update
 
-from ._options import EFFORT_OPTION, REASONING_OPTION, config_options, efforts
+from ._config_options import EFFORT_OPTION, REASONING_OPTION, config_options, efforts
 from ._session_manager import SessionManager
-from ._updates import ConfigOption, config_option_update, current_mode_update
 
 __all__ = ["SessionPickers"]
 

@@ -19,12 +19,12 @@ from dsh_acp.rpc._connection import Reply
 from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, RpcError, invalid_params
 from dsh_acp.session._events import TitleSet, TurnStopped, UserPrompt
 from dsh_acp.session._session import Session, Turn
+from dsh_acp.wire._client_params import PromptParams
+from dsh_acp.wire._updates import session_info_update
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, TextBlock
 
 from ._command_table import CommandTable
 from ._session_manager import SessionManager
-from ._updates import session_info_update
-from ._wire import PromptParams
 
 __all__ = ["PromptRunner"]
 

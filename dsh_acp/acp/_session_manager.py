@@ -23,15 +23,15 @@ from dsh_acp.session._events import ConfigChanged, SessionEvent
 from dsh_acp.session._memory import collector_paused, release_freed_memory
 from dsh_acp.session._session import Session, SessionIO
 from dsh_acp.session._store import Redactor, SessionBusy, SessionStore
+from dsh_acp.wire._client_profile import ClientProfile
+from dsh_acp.wire._render_context import RenderContext
+from dsh_acp.wire._updates import agent_message, notice
 from dsh_tools import Services, SessionTasks, ToolRegistry
 
-from ._client_profile import ClientProfile
-from ._render import RenderContext
 from ._session_params import SessionWhere
-from ._updates import agent_message, notice
 
 if TYPE_CHECKING:
-    from ._wire import LoadSessionParams
+    from dsh_acp.wire._client_params import LoadSessionParams
 
 __all__ = ["SESSIONS_PAGE", "Replay", "SessionManager", "not_found"]
 

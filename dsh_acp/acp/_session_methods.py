@@ -16,8 +16,8 @@ from dsh_acp._config import AgentConfig
 from dsh_acp.rpc._connection import Connection, Reply
 from dsh_acp.rpc._errors import INTERNAL_ERROR, METHOD_NOT_FOUND, RpcError, invalid_params
 from dsh_acp.session._session import SessionIO
+from dsh_acp.wire._client_profile import ClientProfile
 
-from ._client_profile import ClientProfile
 from ._pickers import SessionPickers
 from ._session_manager import SessionManager
 from ._session_params import SessionWhere, new_session_params
@@ -120,7 +120,7 @@ class SessionMethods:
     # -- the handlers -------------------------------------------------------------------------
 
     async def authenticate(self, params: Any) -> Answer:
-        from ._wire import AuthenticateParams, parse_params
+        from dsh_acp.wire._client_params import AuthenticateParams, parse_params
 
         parsed = parse_params(AuthenticateParams, params)
         from dsh_acp.models._settings import API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD
@@ -151,7 +151,7 @@ class SessionMethods:
     async def new_session(self, params: Any) -> Answer:
         parsed: SessionWhere | None = new_session_params(params)
         if parsed is None:
-            from ._wire import NewSessionParams, parse_params
+            from dsh_acp.wire._client_params import NewSessionParams, parse_params
 
             parsed = parse_params(NewSessionParams, params)
         session, failures = await self.sessions.create(parsed)
@@ -160,7 +160,7 @@ class SessionMethods:
 
     async def load_session(self, params: Any) -> Answer:
         """Reopen a stored session and replay it to the editor, then answer."""
-        from ._wire import LoadSessionParams, parse_params
+        from dsh_acp.wire._client_params import LoadSessionParams, parse_params
 
         parsed = parse_params(LoadSessionParams, params)
         session, skipped, failures = await self.sessions.restore(parsed, _replay)
@@ -169,7 +169,7 @@ class SessionMethods:
 
     async def resume_session(self, params: Any) -> Answer:
         """Reopen a stored session without replaying it (the editor still shows it)."""
-        from ._wire import ResumeSessionParams, parse_params
+        from dsh_acp.wire._client_params import ResumeSessionParams, parse_params
 
         parsed = parse_params(ResumeSessionParams, params)
         session, skipped, failures = await self.sessions.restore(parsed)
@@ -177,25 +177,25 @@ class SessionMethods:
         return Reply(self.pickers.answer(session), after)
 
     async def list_sessions(self, params: Any) -> Answer:
-        from ._wire import ListSessionsParams, parse_params
+        from dsh_acp.wire._client_params import ListSessionsParams, parse_params
 
         parsed = parse_params(ListSessionsParams, params)
         return self.sessions.page(parsed.cwd, parsed.cursor)
 
     async def close_session(self, params: Any) -> Answer:
-        from ._wire import SessionIdParams, parse_params
+        from dsh_acp.wire._client_params import SessionIdParams, parse_params
 
         await self.sessions.close(parse_params(SessionIdParams, params).session_id)
         return {}
 
     async def delete_session(self, params: Any) -> Answer:
-        from ._wire import SessionIdParams, parse_params
+        from dsh_acp.wire._client_params import SessionIdParams, parse_params
 
         await self.sessions.delete(parse_params(SessionIdParams, params).session_id)
         return {}
 
     async def set_mode(self, params: Any) -> Answer:
-        from ._wire import SetModeParams, parse_params
+        from dsh_acp.wire._client_params import SetModeParams, parse_params
 
         parsed = parse_params(SetModeParams, params)
         session = self.sessions.get(parsed.session_id)
@@ -203,7 +203,7 @@ class SessionMethods:
         return Reply({}, self.pickers.in_step(session, mode=False, options=True))
 
     async def set_config_option(self, params: Any) -> Answer:
-        from ._wire import SetConfigOptionParams, parse_params
+        from dsh_acp.wire._client_params import SetConfigOptionParams, parse_params
 
         parsed = parse_params(SetConfigOptionParams, params)
         session = self.sessions.get(parsed.session_id)
@@ -216,7 +216,7 @@ class SessionMethods:
 
     def prompt(self, params: Any) -> Awaitable[Answer]:
         # Not async: the turn is registered before the next message is read.
-        from ._wire import PromptParams, parse_params
+        from dsh_acp.wire._client_params import PromptParams, parse_params
 
         return self.prompts.start(parse_params(PromptParams, params))
 

@@ -3,7 +3,7 @@
 An idle session is made on this path: the editor opens sessions it may never prompt, and loading
 pydantic (its core, the models, the plugin search of the first validation: ~8 MiB and ~40 ms)
 for them would cost every such agent. Params this reader does not take (MCP servers, anything
-malformed) go to the pydantic model in ``_wire``, which decides and words the error.
+malformed) go to the pydantic model in ``wire._client_params``, which decides and words the error.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["SessionPlace", "SessionWhere", "new_session_params"]
 
 
 class SessionWhere(Protocol):
-    """What making a session reads from its params (``SessionPlace`` or a ``_wire`` model)."""
+    """What making a session reads from its params (``SessionPlace`` or a ``wire._client_params`` model)."""
 
     @property
     def cwd(self) -> str: ...

@@ -6,9 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from dsh_acp.launch._flags import build_config
 from dsh_tools import ToolRegistry, tools_markdown
-
-from ._args import build_config
 
 __all__ = ["tools_main"]
 

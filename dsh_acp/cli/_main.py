@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dsh_acp._config import VERSION
-
-from ._args import build_config
+from dsh_acp.launch._flags import build_config
 
 __all__ = ["main"]
 
@@ -56,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _skip_pydantic_plugins()
     if sys.stdin.isatty():
         _greet(sys.stderr)
-    from ._serve import serve_stdio
+    from dsh_acp.launch._serve import serve_stdio
 
     return serve_stdio(config, max_message_bytes=config.max_message_bytes)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from dsh_acp.acp._updates import AvailableCommandsUpdate, available_commands_update
+from dsh_acp.wire._updates import AvailableCommandsUpdate, available_commands_update
 
 if TYPE_CHECKING:  # the content models are pydantic's: a prompt has loaded them by the time they are read
     from dsh_tools import ContentBlock, ToolSchema

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from dsh_acp.acp._updates import Notice, notice
 from dsh_acp.models._model import AssistantMessage, ContextMessage, Message, ToolResultMessage, UserMessage
 from dsh_acp.session._events import SUMMARY_PREFIX
+from dsh_acp.wire._updates import Notice, notice
 from dsh_tools import ContentBlock, TextBlock, bound_text
 
 __all__ = [

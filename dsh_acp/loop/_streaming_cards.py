@@ -25,12 +25,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from dsh_acp.acp._bridge import CallInfo, announce_call, logged_plan_update, plan_update, relativize_title
-from dsh_acp.acp._updates import PlanEntry, tool_call_update
 from dsh_acp.models._model import ToolCallArguments, ToolCallRequest, ToolCallStart
+from dsh_acp.wire._bridge import CallInfo, announce_call, logged_plan_update, plan_update, relativize_title
+from dsh_acp.wire._updates import PlanEntry, tool_call_update
 from dsh_tools import DiffCallView, GenericCallView, PlanView, TerminalCallView, shown_text
 
-from ._toolcalls import with_unique_id
+from ._call_arguments import with_unique_id
 
 if TYPE_CHECKING:
     from dsh_acp.session._session import Session

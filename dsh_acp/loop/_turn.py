@@ -15,15 +15,6 @@ from typing import Literal
 import anyio
 import orjson
 
-from dsh_acp.acp._bridge import summary_chunk
-from dsh_acp.acp._updates import (
-    Notice,
-    agent_message,
-    agent_thought,
-    compaction_update,
-    notice,
-    usage_update,
-)
 from dsh_acp.models._history import CANCELLED_TEXT
 from dsh_acp.models._model import (
     AssistantMessage,
@@ -43,8 +34,18 @@ from dsh_acp.models._model import (
 )
 from dsh_acp.session._events import AssistantReply, Compacted, CostReported, UsageReported
 from dsh_acp.session._session import Session
+from dsh_acp.wire._bridge import summary_chunk
+from dsh_acp.wire._updates import (
+    Notice,
+    agent_message,
+    agent_thought,
+    compaction_update,
+    notice,
+    usage_update,
+)
 from dsh_tools import TextBlock, bound_text
 
+from ._call_lifecycle import ToolStep
 from ._commands import COMPACT_INSTRUCTION
 from ._compaction import (
     AUTO_THRESHOLD,
@@ -58,7 +59,6 @@ from ._compaction import (
 )
 from ._loop_settings import LoopSettings
 from ._streaming_cards import StreamingCards
-from ._tool_step import ToolStep
 
 __all__ = ["CANCELLED_TEXT", "LoopSettings", "StopReason", "TurnRunner"]
 

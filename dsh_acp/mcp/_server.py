@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from dsh_acp._brief import brief, one_line
+from dsh_acp._safe_text import brief, one_line
 from dsh_acp._version import VERSION
 from dsh_tools import HarnessError, ToolOutput, without_secrets
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskGroup
 
-from dsh_acp._brief import one_line
-from dsh_acp.acp._wire import McpServerStdio
+from dsh_acp._safe_text import one_line
+from dsh_acp.wire._client_params import McpServerStdio
 from dsh_tools import (
     DuplicateToolError,
     GenericCallView,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dsh_acp.acp._wire import McpServerStdio
+from dsh_acp.wire._client_params import McpServerStdio
 
 __all__ = ["HttpSpec", "StdioSpec", "parse_spec", "server_name"]
 

@@ -32,7 +32,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from dsh_acp._brief import one_line
+from dsh_acp._safe_text import one_line
 from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
 
 if TYPE_CHECKING:

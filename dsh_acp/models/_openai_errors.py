@@ -9,7 +9,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any, Final
 
-from dsh_acp._brief import brief, one_line
+from dsh_acp._safe_text import brief, one_line
 
 __all__ = [
     "DETAIL_CHARS",

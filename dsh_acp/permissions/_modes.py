@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from dsh_acp.acp._updates import SessionModeState
+from dsh_acp.wire._updates import SessionModeState
 from dsh_tools import (
     Allow,
     Ask,

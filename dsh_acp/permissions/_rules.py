@@ -18,7 +18,7 @@ the matching shape:
 - otherwise the **tool**: the mode asked about a call inside the workspace.
 
 Rules are kept in the session log and, when the user picked "in this project", in a 0600 file
-per project in the user's state folder (``_approvals.ProjectRules``). ``_questions`` reads a
+per project in the user's state folder (``_approvals.ProjectRules``). ``_permission_choices`` reads a
 permission question once and offers the card's buttons, each saying what it remembers.
 """
 

@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
-from dsh_acp._brief import brief
+from dsh_acp._safe_text import brief
 
 from ._errors import REQUEST_CANCELLED, ConnectionClosed
 from ._framing import (

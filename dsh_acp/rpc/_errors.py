@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
-from dsh_acp._brief import brief, one_line
+from dsh_acp._safe_text import brief, one_line
 
 if TYPE_CHECKING:
     from pydantic import ValidationError

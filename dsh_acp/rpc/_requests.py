@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 import anyio
 
-from dsh_acp._brief import brief
+from dsh_acp._safe_text import brief
 
 from ._errors import (
     INTERNAL_ERROR,

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from dsh_acp.acp._bridge import (
+from dsh_acp.wire._bridge import (
     CallInfo,
     RenderContext,
     announce_call,
@@ -27,7 +27,7 @@ from dsh_acp.acp._bridge import (
     finish_call,
     wire_block,
 )
-from dsh_acp.acp._updates import (
+from dsh_acp.wire._updates import (
     SessionUpdate,
     agent_message,
     agent_thought,

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from dsh_acp.acp._updates import SessionUpdate, agent_message
 from dsh_acp.models._model import Model, Usage
+from dsh_acp.wire._updates import SessionUpdate, agent_message
 
 from ._events import AssistantReply, SessionEvent
 from ._state import SessionState
 from ._store import SessionLog, StoreError
 
 if TYPE_CHECKING:
-    from dsh_acp.acp._render import RenderContext
+    from dsh_acp.wire._render_context import RenderContext
     from dsh_tools import Services, ToolRegistry
 
 __all__ = ["Session", "SessionIO", "Turn"]

@@ -98,7 +98,7 @@ class AcpClient:
         cls, config: AgentConfig, *, schema: AcpSchema | None = None, **kwargs: Any
     ) -> AsyncIterator[AcpClient]:
         """Run an agent in this process over memory pipes (fast; same wire bytes)."""
-        from dsh_acp.cli._serve import serve
+        from dsh_acp.launch._serve import serve
 
         client = cls(schema=schema, **kwargs)
         (agent_receive, agent_send), (client_receive, client_send) = memory_pipe()

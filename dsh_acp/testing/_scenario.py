@@ -227,7 +227,7 @@ class _Run:
         self.runs += 1
         paths = self.python_path()
         if self.mode == "memory":
-            from dsh_acp.cli._args import build_config
+            from dsh_acp.launch._flags import build_config
 
             sys.path[:0] = paths  # a scenario's own tools module (``--tools tools:TOOLS``)
             _forget_modules(paths)  # another scenario's module of the same name must not answer

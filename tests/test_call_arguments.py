@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from dsh_acp import ToolCallRequest
-from dsh_acp.loop._toolcalls import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, parse_arguments, with_unique_id
+from dsh_acp.loop._call_arguments import (
+    MAX_ARGUMENT_BYTES,
+    MAX_ARGUMENT_DEPTH,
+    parse_arguments,
+    with_unique_id,
+)
 
 
 def test_ids_are_made_unique_within_a_turn() -> None:

@@ -17,7 +17,10 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from dsh_acp.acp._bridge import (
+from dsh_acp.models._model import ToolCallRequest
+from dsh_acp.session._events import ToolCalled, ToolCancelled, ToolContext, ToolFinished
+from dsh_acp.session._session import Session
+from dsh_acp.wire._bridge import (
     CallInfo,
     announce_call,
     attach_terminal,
@@ -25,10 +28,7 @@ from dsh_acp.acp._bridge import (
     finish_call,
     output_chunk,
 )
-from dsh_acp.acp._updates import ToolCallStatus, card_details, tool_call_update
-from dsh_acp.models._model import ToolCallRequest
-from dsh_acp.session._events import ToolCalled, ToolCancelled, ToolContext, ToolFinished
-from dsh_acp.session._session import Session
+from dsh_acp.wire._updates import ToolCallStatus, card_details, tool_call_update
 from dsh_tools import (
     Allow,
     Ask,
@@ -43,11 +43,11 @@ from dsh_tools import (
     ToolExecutionResult,
 )
 
+from ._call_arguments import parse_arguments
 from ._coalesce import OutputCoalescer
+from ._kept_output import Printed, model_content
 from ._loop_settings import LoopSettings
 from ._streaming_cards import StreamingCards
-from ._tool_output import Printed, model_content
-from ._toolcalls import parse_arguments
 
 __all__ = ["CUT_OFF_TEXT", "ToolStep", "view_json"]
 
@@ -260,7 +260,7 @@ class ToolStep:
             await self._streaming.withdraw()  # the plan it showed while streaming is not kept
 
     async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
-        from ._asking import PermissionQuestion  # loaded with the first question, not at start-up
+        from ._ask_permission import PermissionQuestion  # loaded with the first question, not at start-up
 
         asking = PermissionQuestion(self.session, execution, ask)
         answer = asking.remembered()

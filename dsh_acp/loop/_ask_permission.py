@@ -13,12 +13,12 @@ from typing import Final, Literal
 
 import anyio
 
-from dsh_acp.acp._bridge import CallInfo, permission_tool_call
-from dsh_acp.acp._client_requests import permission_params
-from dsh_acp.permissions._questions import Question
+from dsh_acp.permissions._permission_choices import Question
 from dsh_acp.rpc._errors import RpcError
 from dsh_acp.session._events import PermissionAnswered
 from dsh_acp.session._session import Session
+from dsh_acp.wire._bridge import CallInfo, permission_tool_call
+from dsh_acp.wire._client_requests import permission_params
 from dsh_tools import Allow, Ask, Deny, ToolExecution, shown_text
 
 __all__ = ["PermissionQuestion"]

@@ -41,7 +41,7 @@ from dsh_tools import (
     text_of,
 )
 
-from ._render import RenderContext
+from ._render_context import RenderContext
 from ._updates import (
     AgentMessageChunk,
     CompactionSummaryChunk,

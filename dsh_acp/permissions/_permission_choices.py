@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from dsh_acp.acp._client_requests import PermissionOption
+from dsh_acp.wire._client_requests import PermissionOption
 from dsh_tools import ApprovalSubject, CommandSubject, PathSubject
 
 from ._rules import STATEFUL, Rule, inside, rule_for, spell

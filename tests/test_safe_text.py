@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from dsh_acp._brief import BRIEF_LIMIT, brief
+from dsh_acp._safe_text import BRIEF_LIMIT, brief
 
 
 def test_small_values_read_like_repr() -> None:

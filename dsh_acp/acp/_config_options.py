@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dsh_acp._config import ModelChoice
 from dsh_acp.permissions._modes import MODES
 from dsh_acp.session._session import Session
-
-from ._updates import ConfigOption, SelectChoice
+from dsh_acp.wire._updates import ConfigOption, SelectChoice
 
 __all__ = ["EFFORT_OPTION", "REASONING_OPTION", "config_options", "efforts"]
 

@@ -1,6 +1,6 @@
 """The serve command line: its flags, and the ``AgentConfig`` they describe.
 
-Apart from the command itself (``_main``) because three readers need it: the command, ``dsh-acp
+Apart from the command itself (``cli._main``) because three readers need it: the command, ``dsh-acp
 tools`` (which takes any serve flag) and the golden kit's in-process mode, so that a scenario
 behaves the same in memory as over the real stdio.
 """

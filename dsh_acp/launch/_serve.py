@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteReceiveStream, ByteSendStream
 
-    from dsh_acp.acp._client_profile import ClientProfile
     from dsh_acp.rpc._prelude import PreludeEnd
+    from dsh_acp.wire._client_profile import ClientProfile
 
 __all__ = ["serve", "serve_stdio"]
 
