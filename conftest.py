@@ -9,6 +9,7 @@ which would otherwise use the user cache.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -27,6 +28,13 @@ SDK_DIR = CLIENT_DIR / "node_modules" / ACP_SDK_PACKAGE
 def install_pinned_sdk() -> Path:
     """The pinned SDK installed in ``tests/client`` (``npm ci`` from the lock file unless it is
     there already); raises ``SchemaNotFound`` saying what is missing."""
+    # The suite runs in parallel workers: one installs while the others wait for it.
+    with (CLIENT_DIR / ".npm-ci.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install_pinned_sdk()
+
+
+def _install_pinned_sdk() -> Path:
     installed = SDK_DIR / "package.json"
     if installed.is_file() and json.loads(installed.read_text()).get("version") == ACP_SDK_VERSION:
         return SDK_DIR
@@ -61,3 +69,8 @@ def acp_schema() -> AcpSchema:
     if os.environ.get("ACP_SCHEMA"):
         return AcpSchema(locate_schema())
     return AcpSchema(install_pinned_sdk() / "schema" / "v1" / "schema.json")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Most tests wait on a child process, not the CPU: twice the cores keeps them busy (4 at least)."""
+    return max(4, 2 * (os.cpu_count() or 1))
