@@ -137,35 +137,3 @@ def test_the_readme_command_line_section_names_every_flag_and_command_the_help_l
     section = readme.split("### Command line", 1)[1].split("\n## ", 1)[0]
     assert sorted(f for f in flags if f"`{f}" not in section) == []
     assert sorted(c for c in commands if f"`dsh-acp {c}" not in section) == []
-
-
-def test_a_tools_module_that_does_not_load_is_one_line_in_the_catalog() -> None:
-    done = subprocess.run(
-        [*DSH, "tools", "--tools", "no_such_module:tools"], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 2
-    assert done.stderr == (
-        "dsh-acp tools: --tools no_such_module:tools: ModuleNotFoundError: No module named 'no_such_module'\n"
-    )
-
-
-@pytest.mark.anyio
-async def test_a_tools_module_that_does_not_load_is_named_to_the_editor(tmp_path: Path) -> None:
-    # Tool modules load when a session first needs them: a typo in --tools must reach the editor
-    # as what it is, not as "Internal error" on every session/new.
-    from dsh_acp import RpcError
-    from dsh_acp.testing import AcpClient
-
-    script = tmp_path / "script.json"
-    script.write_text('{"turns": [[{"text": "hi"}], [{"text": "hi"}]]}')
-    args = ["--model", f"script:{script}", "--tools", "reference_tools.fs:no_such_tools"]
-    async with AcpClient.subprocess([*args, "--state-dir", str(tmp_path / "state")]) as client:
-        await client.initialize()
-        sid = await client.new_session(str(tmp_path))
-        for _ in range(2):  # and it keeps serving
-            with pytest.raises(RpcError) as info:
-                await client.prompt(sid, "hi")
-            assert info.value.message == (
-                "the tools could not be loaded: --tools reference_tools.fs:no_such_tools: AttributeError: "
-                "module 'reference_tools.fs' has no attribute 'no_such_tools'"
-            )

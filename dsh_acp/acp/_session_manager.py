@@ -82,12 +82,14 @@ class SessionManager:
             # The mode policy goes first so that it wraps every other policy (see _modes).
             tools.on_pre_execute(mode_gate(tools))
             try:
-                definitions = self.config.tools() if self.config.tools else ()
-            except Exception as error:  # the user's tool modules (--tools), not the agent's code
+                # A --tools module that does not load stopped the command already (launch's
+                # _tool_modules); what is left is a configuration built in code, or a tool named
+                # like a reference tool.
+                for definition in self.config.tools() if self.config.tools else ():
+                    tools.register(definition)
+            except Exception as error:  # the user's tools, not the agent's code
                 message = " ".join(str(error).split())
                 raise RpcError(INTERNAL_ERROR, f"the tools could not be loaded: {message:.500}") from None
-            for definition in definitions:
-                tools.register(definition)
             if self.config.configure_registry is not None:
                 self.config.configure_registry(tools)
             self._tools = tools

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from dsh_acp.launch._flags import build_config
-from dsh_tools import ToolRegistry, tools_markdown
+from dsh_tools import DuplicateToolError, ToolRegistry, tools_markdown
 
 __all__ = ["tools_main"]
 
@@ -24,12 +24,12 @@ def tools_main(argv: Sequence[str]) -> int:
     config = build_config(serve_args)
     registry = ToolRegistry()
     try:
-        definitions = config.tools() if config.tools else ()
-    except ValueError as error:  # a --tools module that does not load
-        print(f"dsh-acp tools: {error}", file=sys.stderr)
+        # A --tools module that does not load ended build_config with its message already.
+        for definition in config.tools() if config.tools else ():
+            registry.register(definition)
+    except DuplicateToolError as error:  # a --tools tool named like a reference tool
+        print(f"dsh-acp: {error}", file=sys.stderr)
         return 2
-    for definition in definitions:
-        registry.register(definition)
     schemas = registry.schemas()
     if args.markdown:
         print(tools_markdown(schemas), end="")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -159,21 +158,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load_tools(spec: str, parser: argparse.ArgumentParser) -> Callable[[], list[Any]]:
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        parser.error(f"--tools takes MODULE:NAME, not {spec!r}")
+def _user_tools(specs: Sequence[str], parser: argparse.ArgumentParser) -> Callable[[], list[Any]]:
+    """The ``--tools`` modules, loaded now: a broken one is reported before anything is served
+    (see ``_tool_modules``)."""
+    from ._tool_modules import ToolModuleError, load_tool_specs
 
-    def load() -> list[Any]:
-        # Loaded when a session first needs its tools, long after the flags were read: the
-        # error names the flag, for the editor to show and the catalog to print.
-        try:
-            value = getattr(importlib.import_module(module_name), attribute)
-            return list(value() if callable(value) else value)
-        except Exception as error:
-            raise ValueError(f"--tools {spec}: {type(error).__name__}: {error}") from error
-
-    return load
+    try:
+        tools = load_tool_specs(specs)
+    except ToolModuleError as error:
+        parser.exit(2, f"dsh-acp: {error}\n")
+    return lambda: list(tools)
 
 
 def _reference_policies(registry: Any) -> None:
@@ -200,7 +194,8 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
     args = parser.parse_args(argv)
     config = _model_config(args.model, args.base_url, parser)
     sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools]
-    sources += [_load_tools(spec, parser) for spec in args.tools]
+    if args.tools:
+        sources.append(_user_tools(args.tools, parser))
     chosen: dict[str, Any] = {}
     if sources:
         chosen["tools"] = lambda: [tool for source in sources for tool in source()]
