@@ -2,8 +2,9 @@
 
 The schema is the one in the npm package ``@agentclientprotocol/sdk`` that ``tests/client`` pins
 in its lock file (the official-client test drives the same install): ``npm ci`` there on first
-use, then ``schema/v1/schema.json`` inside it. ``ACP_SCHEMA`` (the path of a ``schema.json``)
-overrides it. Nothing outside the clone is read: this overrides the kit's ``acp_schema`` fixture,
+use, then ``schema/v1/schema.unstable.json`` inside it (and ``schema/v2/`` beside it for
+connections that speak v2). ``ACP_SCHEMA`` (the path of a ``schema.json``) overrides it. Nothing
+outside the clone is read: this overrides the kit's ``acp_schema`` fixture,
 which would otherwise use the user cache.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from dsh_acp.testing import AcpSchema, SchemaNotFound, locate_schema
-from dsh_acp.testing._schema_source import ACP_SDK_PACKAGE, ACP_SDK_VERSION
+from dsh_acp.testing._schema_source import ACP_SDK_PACKAGE, ACP_SDK_VERSION, SCHEMA_FILE
 
 CLIENT_DIR = Path(__file__).parent / "tests" / "client"
 SDK_DIR = CLIENT_DIR / "node_modules" / ACP_SDK_PACKAGE
@@ -68,7 +69,7 @@ def pinned_sdk() -> Path:
 def acp_schema() -> AcpSchema:
     if os.environ.get("ACP_SCHEMA"):
         return AcpSchema(locate_schema())
-    return AcpSchema(install_pinned_sdk() / "schema" / "v1" / "schema.json")
+    return AcpSchema(install_pinned_sdk() / "schema" / "v1" / SCHEMA_FILE)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -22,6 +22,7 @@ from dsh_acp.testing._schema_source import (
     ACP_SDK_INTEGRITY,
     ACP_SDK_PACKAGE,
     ACP_SDK_VERSION,
+    SCHEMA_FILE,
     SchemaFetchError,
     cached_schema_path,
     fetch_schema,
@@ -175,7 +176,7 @@ def test_nothing_found_says_which_command_to_run(user_cache: Path) -> None:
         locate_schema()
     message = str(info.value)
     assert "run `dsh-acp schema fetch`" in message
-    assert str(user_cache / "dsh-acp" / "acp-schema" / ACP_SDK_VERSION / "schema.json") in message
+    assert str(user_cache / "dsh-acp" / "acp-schema" / ACP_SDK_VERSION / "v1" / SCHEMA_FILE) in message
 
 
 def test_acp_schema_must_name_a_schema_file(user_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,10 +243,12 @@ def test_schema_fetch_caches_the_pinned_schema(tmp_path: Path, pinned_sdk: Path)
     fetch = [str(DSH_ACP), "schema", "fetch"]
     first = subprocess.run(fetch, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert first.returncode == 0, first.stderr
-    cached = tmp_path / "cache" / "dsh-acp" / "acp-schema" / ACP_SDK_VERSION / "schema.json"
-    assert first.stdout == f"{cached}\n"
-    assert cached.read_bytes() == (pinned_sdk / "schema" / "v1" / "schema.json").read_bytes()
-    assert [p.name for p in cached.parent.iterdir()] == ["schema.json"]  # no leftovers
+    folder = tmp_path / "cache" / "dsh-acp" / "acp-schema" / ACP_SDK_VERSION
+    assert first.stdout == f"{folder / 'v1' / SCHEMA_FILE}\n"
+    kept = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert kept == [f"v{v}/{name}" for v in (1, 2) for name in ("schema.json", SCHEMA_FILE)]  # no leftovers
+    for name in kept:
+        assert (folder / name).read_bytes() == (pinned_sdk / "schema" / name).read_bytes()
     # The second run finds it without npm.
     second = subprocess.run(
         fetch, env={**env, "PATH": str(tmp_path)}, capture_output=True, text=True, timeout=60, check=False
@@ -293,4 +296,4 @@ def test_the_example_passes_in_an_empty_folder(tmp_path: Path) -> None:
 def test_the_kit_fetches_the_schema_on_first_use(tmp_path: Path) -> None:
     env = _npm_env(tmp_path)
     _pytest_in(_example_project(tmp_path), env)
-    assert (tmp_path / "cache" / "dsh-acp" / "acp-schema" / ACP_SDK_VERSION / "schema.json").is_file()
+    assert (tmp_path / "cache" / "dsh-acp" / "acp-schema" / ACP_SDK_VERSION / "v1" / SCHEMA_FILE).is_file()

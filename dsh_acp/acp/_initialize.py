@@ -49,7 +49,8 @@ def initialize_answer(config: AgentConfig, params: Any) -> tuple[dict[str, Any],
             "sessionCapabilities": {
                 "close": {},
                 "additionalDirectories": {},
-                **({"list": {}, "resume": {}, "delete": {}} if durable else {}),
+                # ``fork`` is an unstable v1 capability (the official schema.unstable.json).
+                **({"list": {}, "resume": {}, "delete": {}, "fork": {}} if durable else {}),
             },
             # A stored key (``dsh-acp login``) can be cleared: only with a real model.
             **({"auth": {"logout": {}}} if config.model_source is not None else {}),

@@ -31,7 +31,7 @@ from dsh_tools import Services, SessionTasks, ToolRegistry
 from ._session_params import SessionWhere
 
 if TYPE_CHECKING:
-    from dsh_acp.wire._client_params import LoadSessionParams
+    from dsh_acp.wire._client_params import ForkSessionParams, LoadSessionParams
 
 __all__ = ["SESSIONS_PAGE", "Replay", "SessionManager", "not_found"]
 
@@ -283,6 +283,21 @@ class SessionManager:
             ]
         self.sessions[session.session_id] = session
         return session, stream.skipped, failures
+
+    async def fork(self, parsed: ForkSessionParams) -> Restored:
+        """A new session whose history is a copy of a stored session's up to now, opened here
+        (without a replay: the editor forks what it already shows); the source is only read.
+        After the fork the two diverge: each has its own log."""
+        assert self.store is not None
+        self.require_key()
+        session_id = self.config.session_ids()
+        try:
+            self.store.fork(parsed.session_id, session_id, parsed.cwd, list(parsed.additional_directories))
+        except KeyError:
+            raise not_found(parsed.session_id) from None
+        except ValueError as error:
+            raise RpcError(INTERNAL_ERROR, str(error)) from None
+        return await self.restore(parsed.model_copy(update={"session_id": session_id}))
 
     def _restore_model(self, session: Session, built: str | None) -> None:
         """The model the log chose, if it is still configured; else the default one stays (the

@@ -176,6 +176,16 @@ class SessionMethods:
         after = self.sessions.after_answer(session, failures, skipped, restored=True)
         return Reply(self.pickers.answer(session), after)
 
+    async def fork_session(self, params: Any) -> Answer:
+        """A new session that starts with a stored session's history (not replayed: the editor
+        already shows it), answered as ``session/new`` is."""
+        from dsh_acp.wire._client_params import ForkSessionParams, parse_params
+
+        parsed = parse_params(ForkSessionParams, params)
+        session, skipped, failures = await self.sessions.fork(parsed)
+        answer = {"sessionId": session.session_id, **self.pickers.answer(session)}
+        return Reply(answer, self.sessions.after_answer(session, failures, skipped, restored=True))
+
     async def list_sessions(self, params: Any) -> Answer:
         from dsh_acp.wire._client_params import ListSessionsParams, parse_params
 
@@ -238,6 +248,7 @@ METHODS: dict[str, Method] = {
     "session/new": Method(SessionMethods.new_session),
     "session/load": Method(SessionMethods.load_session, durable=True),
     "session/resume": Method(SessionMethods.resume_session, durable=True),
+    "session/fork": Method(SessionMethods.fork_session, durable=True),
     "session/list": Method(SessionMethods.list_sessions, durable=True),
     "session/close": Method(SessionMethods.close_session),
     "session/delete": Method(SessionMethods.delete_session, durable=True),

@@ -255,6 +255,56 @@ class SessionStore:
             raise
         return log
 
+    def fork(self, source_id: str, session_id: str, cwd: str, additional_directories: list[str]) -> None:
+        """Start ``session_id``'s log as a copy of ``source_id``'s history: every complete event
+        of its log as it is now, under a header of its own (its id, cwd and directories, the
+        source's format, and ``forked_from``). The source is only read (it may be open here or
+        in another agent, even running a turn: its log is append-only, and a line being written
+        is left out). The copy appears whole or not at all. ``KeyError`` if there is no source,
+        ``ValueError`` if its log has no header of a format this agent reads."""
+        source = self._path(source_id)
+        path = self._path(session_id)
+        data = self._read(source_id, source)
+        header, events = header_of(data)
+        check_header(source_id, header)
+        assert header is not None
+        events = events[: events.rfind(b"\n") + 1]  # only whole lines: the last may be half written
+        now = self.clock()
+        record = {
+            "type": "session",
+            "version": header["version"],  # the events keep the format they were written in
+            "session_id": session_id,
+            "cwd": cwd,
+            "additional_directories": additional_directories,
+            "created": now,
+            "forked_from": source_id,
+            "ts": now,
+        }
+        first = json_bytes(self.redact(record), orjson.OPT_APPEND_NEWLINE)
+        temporary = f"{self._folder}/.{session_id}.fork.tmp"
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                for piece in (first, events):
+                    view = memoryview(piece)
+                    while view:
+                        view = view[os.write(fd, view[:_WRITE_PIECE]) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.link(temporary, path)  # never over an existing log
+        except OSError as error:
+            raise StoreError("the forked session could not be written", error, path) from error
+        finally:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+        listing = Listing(cwd, list(additional_directories), None, now)
+        listing.catch_up(events)  # the source's title comes with its history
+        listing.updated_at = now  # and the fork was made now
+        self._write_listing_of(session_id, listing)
+
     def open(self, session_id: str) -> SessionLog:
         """Claim an existing session's log for appending; ``SessionBusy`` if it is open elsewhere.
 
@@ -388,11 +438,13 @@ class SessionStore:
     def write_listing(self, log: SessionLog) -> None:
         """Replace ``log``'s listing with what it shows now (best effort: without one, or with
         a stale one, ``list`` reads more of the log)."""
-        listing = log.listing
-        path = self._listing_path(log.session_id)
+        self._write_listing_of(log.session_id, log.listing)
+
+    def _write_listing_of(self, session_id: str, listing: Listing) -> None:
+        path = self._listing_path(session_id)
         try:
-            listing.size = os.stat(log.file).st_size
-            temporary = f"{self._folder}/.{log.session_id}.listing.tmp"
+            listing.size = os.stat(self.file(session_id)).st_size
+            temporary = f"{self._folder}/.{session_id}.listing.tmp"
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
             try:
                 os.write(fd, orjson.dumps(listing.to_json()))

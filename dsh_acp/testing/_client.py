@@ -71,6 +71,8 @@ class AcpClient:
     """Called with every line either side writes, as it passes (after it is recorded)."""
     on_agent_request: Callable[[str, Any], Awaitable[Any] | None] | None = None
     """A hook answering agent requests before the defaults (return ``None`` to fall through)."""
+    protocol: int = 1
+    """The ACP version the agent answered ``initialize`` with (its lines are validated by it)."""
     _connection: Connection | None = None
     _client_methods: dict[RequestId, str] = field(default_factory=dict)
     _changed: anyio.Event = field(default_factory=anyio.Event)
@@ -199,14 +201,20 @@ class AcpClient:
 
     def _agent_line(self, raw: bytes) -> None:
         message = orjson.loads(raw)
+        answered = None
+        if isinstance(message, dict) and "method" not in message:
+            answered = self._client_methods.get(message.get("id"))  # type: ignore[arg-type]
+            result = message.get("result")
+            version = result.get("protocolVersion") if isinstance(result, dict) else None
+            if answered == "initialize" and version in (1, 2):
+                self.protocol = version  # the answer itself is of that version
         self.violations.extend(wire_problems(message))
         if self.schema is not None:
-            answered = None
-            if isinstance(message, dict) and "method" not in message:
-                answered = self._client_methods.get(message.get("id"))  # type: ignore[arg-type]
             try:
-                self.schema.validate_agent_message(message, answered)
+                self.schema.for_protocol(self.protocol).validate_agent_message(message, answered)
             except AssertionError as error:
+                self.violations.append(str(error))
+            except FileNotFoundError as error:  # SchemaNotFound: no v2 schema beside the v1 one
                 self.violations.append(str(error))
         self._record(WireLine("agent", raw, message))
 

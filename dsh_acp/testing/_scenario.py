@@ -24,7 +24,8 @@ them):
 turn arrived; with ``"wait": false`` the next step follows as soon as the prompt is sent, and
 ``{"wait": {}}`` waits for every prompt still unanswered),
 ``{"files": {"path": "text"}}`` (the editor's buffers for ``fs/*``),
-``{"request": {"method": ..., "params": ...}}``, ``{"notify": {...}}``, ``{"raw": "a line"}``,
+``{"request": {"method": ..., "params": ...}}`` (a ``session/fork``'s new session is the next
+``{{sessionIdN}}``), ``{"notify": {...}}``, ``{"raw": "a line"}``,
 ``{"restart": {}}`` (a new agent process over the same state; the transcript continues).
 """
 
@@ -327,7 +328,9 @@ async def _play(run: _Run, client: AcpClient, steps: Sequence[dict[str, Any]]) -
         elif kind == "files":
             run.files.update(body)
         elif kind == "request":
-            await _request(client, body["method"], body.get("params"))
+            result = await _request(client, body["method"], body.get("params"))
+            if body["method"] == "session/fork" and isinstance(result, dict):
+                run.sessions.append(result["sessionId"])  # the fork is the next {{sessionIdN}}
         elif kind == "notify":
             await client.notify(body["method"], body.get("params"))
         elif kind == "raw":

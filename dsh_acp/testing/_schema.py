@@ -1,10 +1,12 @@
 """Validating ACP messages against the official JSON schema, each by its specific definition.
 
-The schema is never copied into a project: it is the file ``schema/v1/schema.json`` of the pinned
-npm package ``@agentclientprotocol/sdk``, found through the ``ACP_SCHEMA`` environment variable (the
-path of a ``schema.json``) or in the user cache, where ``dsh-acp schema fetch`` puts it. Each
-message is checked against the official file and against its strict form, derived from it here
-(the official file would accept ``raw_input`` or a ``_meta`` key at the root).
+The schema is never copied into a project: it is the file ``schema/v1/schema.unstable.json`` (and
+for connections that speak ACP v2, ``schema/v2/schema.unstable.json``) of the pinned npm package
+``@agentclientprotocol/sdk``, found through the ``ACP_SCHEMA`` environment variable (the path of
+the v1 file; the v2 file is found beside it, in the package's layout, or at ``ACP_SCHEMA_V2``) or
+in the user cache, where ``dsh-acp schema fetch`` puts them. Each message is checked against the
+official file and against its strict form, derived from it here (the official file would accept
+``raw_input`` or a ``_meta`` key at the root).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from ._strict import strict_schema, strict_wrapper
 
 __all__ = ["AcpSchema", "SchemaNotFound", "SchemaViolation", "locate_schema"]
 
+_ENV = {1: "ACP_SCHEMA", 2: "ACP_SCHEMA_V2"}
+
 
 class SchemaNotFound(FileNotFoundError):
     """The official ACP schema is neither where ``ACP_SCHEMA`` says nor in the user cache."""
@@ -30,32 +34,40 @@ class SchemaViolation(AssertionError):
     """A message does not validate against its definition."""
 
 
-def locate_schema(*, fetch: bool = False) -> Path:
-    """The official ``schema.json``: ``$ACP_SCHEMA``, else the pinned version in the user cache
-    (downloaded first when ``fetch`` is true and npm is installed).
+def locate_schema(*, fetch: bool = False, protocol: int = 1) -> Path:
+    """The official schema of ACP version ``protocol``: ``$ACP_SCHEMA`` (v1) or
+    ``$ACP_SCHEMA_V2``, else the pinned version in the user cache (downloaded first when
+    ``fetch`` is true and npm is installed).
     """
-    env = os.environ.get("ACP_SCHEMA")
+    env = os.environ.get(_ENV[protocol])
     if env:
         path = Path(env)
         if path.is_dir():
             path = path / "schema.json"
         if not path.is_file():
-            raise SchemaNotFound(f"ACP_SCHEMA={env} is not the ACP schema.json")
+            raise SchemaNotFound(f"{_ENV[protocol]}={env} is not the ACP schema.json")
         return path
-    cached = cached_schema_path()
+    cached = cached_schema_path(protocol=protocol)
     if cached.is_file():
         return cached
     if fetch:
         from ._schema_source import SchemaFetchError, fetch_schema
 
         try:
-            return fetch_schema()
+            return fetch_schema(protocol=protocol)
         except SchemaFetchError as error:
             raise SchemaNotFound(f"the ACP schema is not in {cached}; fetching it failed: {error}") from error
     raise SchemaNotFound(
         f"the ACP schema ({ACP_SDK_PACKAGE} {ACP_SDK_VERSION}) is not in {cached}: run `{FETCH_COMMAND}` "
-        "(needs npm), or set ACP_SCHEMA to the path of a schema.json"
+        f"(needs npm), or set {_ENV[protocol]} to the path of a schema.json"
     )
+
+
+def _protocol_of(document: Mapping[str, Any]) -> int:
+    """The ACP version a schema describes: v2's ``initialize`` names the client ``info``, v1's
+    ``clientInfo``."""
+    request = document.get("$defs", {}).get("InitializeRequest", {})
+    return 2 if "info" in request.get("properties", {}) else 1
 
 
 class AcpSchema:
@@ -64,6 +76,9 @@ class AcpSchema:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else locate_schema()
         self.official: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
+        self.protocol = _protocol_of(self.official)
+        """The ACP version this schema describes (1 or 2)."""
+        self._versions: dict[int, AcpSchema] = {self.protocol: self}
         self.strict: dict[str, Any] = strict_schema(self.official)
         defs: dict[str, Any] = self.official["$defs"]
         self.agent_responses: dict[str, str] = {}
@@ -85,6 +100,22 @@ class AcpSchema:
             elif side == "protocol":
                 self.agent_requests[method] = name
                 self.client_requests[method] = name
+
+    def for_protocol(self, protocol: int) -> AcpSchema:
+        """The schema of ACP version ``protocol`` from the same package: this one, or the file of
+        the same name in the package's folder for that version (``schema/v2/`` beside
+        ``schema/v1/``), or where ``ACP_SCHEMA_V2`` says."""
+        found = self._versions.get(protocol)
+        if found is None:
+            env = os.environ.get(_ENV.get(protocol, ""))
+            sibling = self.path.parent.parent / f"v{protocol}" / self.path.name
+            path = locate_schema(protocol=protocol) if env or not sibling.is_file() else sibling
+            found = AcpSchema(path)
+            if found.protocol != protocol:
+                raise SchemaNotFound(f"{path} is not the schema of ACP version {protocol}")
+            found._versions = self._versions
+            self._versions[protocol] = found
+        return found
 
     @functools.cache  # noqa: B019 - one schema object per test session; caching per instance is the point
     def _validators(self, definition: str) -> list[Any]:

@@ -11,8 +11,10 @@ every ``$ref`` and every successful branch below it, so an object whose branches
 (``SessionConfigOption``: ``id``/``name`` on the parent, ``type``/``options`` in a branch) is
 checked as the union, whereas a restriction inside a branch would reject the parent's keys.
 Open maps and ``_meta`` declare ``additionalProperties`` (every key is then evaluated), so they
-stay open; a value with no properties at all (``rawInput``) is left alone. ``not`` and ``if``
-are copied untouched: a restriction under ``not`` would invert its meaning.
+stay open; a value with no properties at all (``rawInput``) is left alone, and so is a value
+whose schema is a union with a branch that accepts anything (v2's error ``data``: a
+``SessionNotFound`` object, or any other value). ``not`` and ``if`` are copied untouched: a
+restriction under ``not`` would invert its meaning.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ _BRANCHES = ("then", "else")
 _VALUE_MAPS = ("properties", "patternProperties")  # each entry describes a new value
 _VALUES = ("additionalProperties", "items", "contains", "unevaluatedItems")
 _DEFS_PREFIX = "#/$defs/"
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "$comment"})
+"""Keys that say nothing about which values a schema accepts."""
 
 
 class _Deriver:
@@ -47,9 +51,21 @@ class _Deriver:
                     self._names_cache[name] = self.names_properties(self.defs.get(name), seen | {name})
                 if self._names_cache[name]:
                     return True
+        unions = [b for key in ("anyOf", "oneOf") for b in node.get(key, ())]
+        if any(self.accepts_anything(branch) for branch in unions):
+            return False  # any value is one of the union's: no key can be told apart as unknown
         branches = [b for key in _BRANCH_LISTS for b in node.get(key, ())]
         branches += [node[key] for key in _BRANCHES if key in node]
         return any(self.names_properties(branch, seen) for branch in branches)
+
+    def accepts_anything(self, node: Any) -> bool:
+        """Whether ``node`` (through a ``$ref``) is a schema with no constraint at all."""
+        if not isinstance(node, dict):
+            return node is True
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_DEFS_PREFIX) and set(node) - _ANNOTATIONS == {"$ref"}:
+            return self.accepts_anything(self.defs.get(ref.removeprefix(_DEFS_PREFIX)))
+        return all(key in _ANNOTATIONS or key.startswith("x-") for key in node)
 
     def derive(self, node: Any, starts_value: bool) -> Any:
         if not isinstance(node, dict):

@@ -20,6 +20,7 @@ __all__ = [
     "AuthenticateParams",
     "CloseSessionParams",
     "EnvVariable",
+    "ForkSessionParams",
     "ListSessionsParams",
     "LoadSessionParams",
     "McpServerStdio",
@@ -85,6 +86,10 @@ class LoadSessionParams(NewSessionParams):
 
 class ResumeSessionParams(LoadSessionParams):
     pass
+
+
+class ForkSessionParams(LoadSessionParams):
+    """``session/fork``: the session to copy (``sessionId``) and where the copy works."""
 
 
 CloseSessionParams = SessionIdParams

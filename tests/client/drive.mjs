@@ -4,7 +4,7 @@
 //
 //   node drive.mjs --python PY --workspace DIR --state-dir DIR
 //                  (--script MODEL.json | --model openai:NAME --base-url URL)
-//                  [--scenario tools|editor|features|terminals|real_model] [--timeout-ms N]
+//                  [--scenario tools|editor|features|terminals|real_model|fork] [--timeout-ms N]
 //
 // With --script the agent plays a scripted model; with --model and --base-url it talks to an
 // OpenAI-compatible server (the test's fake one, tests/fake_openai.py), as with a real model.
@@ -19,7 +19,8 @@
 // acpx) and serves terminal/* with real subprocesses: one prompt runs commands that print, fail,
 // and a `sleep 30` this client cancels once its terminal shows up in the card. `real_model` is
 // what only a real model gives: the reasoning-effort picker, the meter's cost, the title the
-// model writes, and logout.
+// model writes, and logout. `fork` branches a conversation with `session/fork` (the SDK's unstable
+// v1 client) and loads both branches.
 //
 // The SDK parses leniently (unknown keys are stripped, an invalid field value falls back to its
 // default, an invalid content block is skipped, an unparsable message is only logged), so this
@@ -33,7 +34,6 @@ import path from "node:path";
 import { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
 
-import * as acp from "@agentclientprotocol/sdk";
 
 const { values: args } = parseArgs({
   options: {
@@ -53,10 +53,13 @@ for (const name of ["python", "workspace", "state-dir", ...(args.model ? ["base-
     process.exit(2);
   }
 }
-if (!["tools", "editor", "features", "terminals", "real_model"].includes(args.scenario)) {
+if (!["tools", "editor", "features", "terminals", "real_model", "fork"].includes(args.scenario)) {
   console.error(`drive.mjs: unknown --scenario ${args.scenario}`);
   process.exit(2);
 }
+// `session/fork` is an unstable v1 method: that scenario's client is the SDK's full v1 (its
+// `/unstable` entrypoint, used for the whole app as the SDK asks); the others are stable v1.
+const acp = await import(args.scenario === "fork" ? "@agentclientprotocol/sdk/unstable" : "@agentclientprotocol/sdk");
 const workspace = path.resolve(args.workspace);
 const stateDir = path.resolve(args["state-dir"]);
 
@@ -404,6 +407,34 @@ const scenarios = {
     output.listed = await call(agent, acp.methods.agent.session.list, { cwd: workspace });
     output.deleted = await call(agent, acp.methods.agent.session.delete, { sessionId: output.mcpSession.sessionId });
     output.listedAfter = await call(agent, acp.methods.agent.session.list, { cwd: workspace });
+  },
+
+  // A conversation branched: one prompt, the session forked, each branch prompted once (the
+  // script answers by the number of prompts a conversation has seen), both listed, then both
+  // closed and loaded again, each replaying its own history.
+  async fork(agent) {
+    output.initialize = await call(agent, acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: zedCapabilities,
+      clientInfo: zed,
+    });
+    output.newSession = await call(agent, acp.methods.agent.session.new, { cwd: workspace, mcpServers: [] });
+    const source = output.newSession.sessionId;
+    const prompt = (sessionId, text) =>
+      call(agent, acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
+    await prompt(source, "Remember the number 42");
+    output.fork = await call(agent, acp.methods.agent.session.fork, { sessionId: source, cwd: workspace, mcpServers: [] });
+    const fork = output.fork.sessionId;
+    await prompt(fork, "What was the number?");
+    await prompt(source, "Forget it");
+    output.listed = await call(agent, acp.methods.agent.session.list, { cwd: workspace });
+    for (const sessionId of [fork, source]) {
+      await call(agent, acp.methods.agent.session.close, { sessionId });
+    }
+    output.loadedAt = transcript.length;
+    for (const sessionId of [fork, source]) {
+      await call(agent, acp.methods.agent.session.load, { sessionId, cwd: workspace, mcpServers: [] });
+    }
   },
 
   // A real model (an OpenAI-compatible server): the reasoning-effort picker turned up, one prompt
