@@ -32,6 +32,17 @@ _PROBE_PREFIX = "fuzz-probe-"
 # The agent's own method table, in a fixed order so a seed always draws the same frames, plus an
 # unknown method and an unknown extension.
 _METHODS = (*sorted(AGENT_METHODS), "nope/nope", "_x/ext")
+_WEIGHTS = {
+    "authenticate": 3,
+    "logout": 3,
+    "session/close": 2,
+    "session/fork": 2,
+    "session/list": 2,
+    "session/load": 20,
+    "session/prompt": 2,
+    "session/resume": 2,
+}
+"""How often each method is drawn, against 1 for the others (a method added later is drawn too)."""
 
 
 def _deep(rng: random.Random) -> Any:
@@ -119,6 +130,7 @@ class FrameGenerator:
             "session/new": {"cwd": self.cwd, "mcpServers": []},
             "session/load": {"sessionId": session, "cwd": self.cwd, "mcpServers": []},
             "session/resume": {"sessionId": session, "cwd": self.cwd, "mcpServers": []},
+            "session/fork": {"sessionId": session, "cwd": self.cwd, "mcpServers": []},
             "session/list": rng.choice(({}, {"cwd": self.cwd}, {"cursor": "50"})),
             "session/prompt": {"sessionId": session, "prompt": [{"type": "text", "text": text}]},
             "session/close": {"sessionId": session},
@@ -161,8 +173,7 @@ class FrameGenerator:
         if roll < 0.24:
             error = {"code": rng.choice((-32603, 1)), "message": "x", "data": _wild(rng)}
             return {"jsonrpc": "2.0", "id": rng.choice((None, 10**6, "w" * 100_000)), "error": error}
-        weights = (3, 1, 3, 2, 1, 2, 20, 1, 2, 2, 1, 1, 1, 1)
-        method = rng.choices(_METHODS, weights)[0]
+        method = rng.choices(_METHODS, [_WEIGHTS.get(name, 1) for name in _METHODS])[0]
         return {"jsonrpc": "2.0", "id": self._id(), "method": method, "params": self._params(method)}
 
     def mutate(self, message: dict[str, Any]) -> bytes:
