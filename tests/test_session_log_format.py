@@ -16,7 +16,7 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import orjson
@@ -31,12 +31,33 @@ from dsh_acp import (
     ToolResultMessage,
     UserMessage,
 )
+from dsh_acp.models._model import ToolCallRequest
+from dsh_acp.session._event_lines import event_json, parse_event
+from dsh_acp.session._events import (
+    AssistantReply,
+    Compacted,
+    ConfigChanged,
+    CostReported,
+    ModeChanged,
+    PermissionAnswered,
+    PermissionRemoved,
+    SessionEvent,
+    TitleSet,
+    ToolCalled,
+    ToolCancelled,
+    ToolContext,
+    ToolFinished,
+    TurnStopped,
+    UsageReported,
+    UserPrompt,
+)
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Accept,
     GenericCallView,
     TerminalCallView,
     TerminalResultView,
+    TextBlock,
     ToolExecution,
     ToolOutput,
     ToolRegistry,
@@ -320,3 +341,32 @@ def test_a_cost_event_reads_back_and_a_bad_one_is_skipped(tmp_path: Path) -> Non
     state.apply_all(loaded.events)
     assert str(state.cost) == "0.0123"
     store.close()
+
+
+def test_every_event_type_round_trips_through_its_log_line() -> None:
+    """Each event of the union, written and read back, is the event it was; a new event type
+    needs an example here (and ``mypy`` names the other places it must reach)."""
+    text = (TextBlock(text="hi"),)
+    examples: list[Any] = [
+        UserPrompt(text, "m1", "/init", text),
+        UserPrompt(text),
+        AssistantReply("t", "r", "t1", "r1", (ToolCallRequest("c1", "read", '{"a": 1}'),)),
+        AssistantReply("aside", aside=True),
+        ToolContext("context"),
+        ToolCalled("c1", "read", {"a": 1}, "read", {"card": "generic", "title": "x"}, "outside", "/w"),
+        ToolFinished("c1", text, True, {"code": 1}, {"m": 1}, {"card": "generic"}),
+        ToolCancelled("c1"),
+        PermissionAnswered("allow", {"tool": "bash"}),
+        PermissionRemoved("reject", {"tool": "bash"}),
+        ModeChanged("plan"),
+        ConfigChanged("m", False, "high"),
+        Compacted("summary", "t2", "k1", 3),
+        UsageReported(10, 100, "0.5"),
+        CostReported("0.25"),
+        TitleSet("A title", "2026-01-01T00:00:00Z"),
+        TurnStopped("end_turn"),
+    ]
+    assert {type(event) for event in examples} == set(get_args(SessionEvent))
+    for event in examples:
+        line = orjson.loads(orjson.dumps(event_json(event)))
+        assert parse_event(line) == event, line

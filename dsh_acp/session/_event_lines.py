@@ -7,11 +7,12 @@ longer registered); a line that does not have its event's fields is skipped like
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, get_args
 
 from dsh_acp.models._model import ToolCallRequest
 
@@ -52,99 +53,43 @@ def _wire(blocks: Iterable[ContentBlock]) -> list[dict[str, Any]]:
     return [block.model_dump(by_alias=True, exclude_none=True, mode="json") for block in blocks]
 
 
+def _calls(calls: Iterable[ToolCallRequest]) -> list[dict[str, Any]]:
+    return [{"id": call.id, "name": call.name, "arguments": call.arguments} for call in calls]
+
+
+_MISSING: Final = object()
+
+
+_Field = tuple[str, Any, Callable[[Any], Any] | None]
+_FIELDS: dict[type, tuple[_Field, ...]] = {}
+
+
+def _fields(kind: type) -> tuple[_Field, ...]:
+    """Each field of an event class: its name, its default (``_MISSING``: none) and what turns its
+    value into JSON (``None``: it is JSON already). Fields are read from the dataclass, so a new
+    field is logged without code here; the types that need converting are named by their
+    annotation."""
+    out = []
+    for field in dataclasses.fields(kind):
+        annotation = str(field.type)
+        encode = (
+            _wire if "ContentBlock" in annotation else _calls if "ToolCallRequest" in annotation else None
+        )
+        default = field.default if field.default is not dataclasses.MISSING else _MISSING
+        out.append((field.name, default, encode))
+    return tuple(out)
+
+
 def event_json(event: SessionEvent) -> dict[str, Any]:
-    """The log line of ``event`` (the store adds its timestamp)."""
-    if type(event) is UserPrompt:
-        out: dict[str, Any] = {
-            "type": "user",
-            "content": _wire(event.content),
-            "message_id": event.message_id,
-        }
-        if event.command is not None:
-            out["command"] = event.command
-        if event.model_content is not None:
-            out["model_content"] = _wire(event.model_content)
-        return out
-    if type(event) is AssistantReply:
-        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in event.tool_calls]
-        if event.aside:
-            return {
-                "type": "assistant",
-                "text": event.text,
-                "text_id": event.text_id,
-                "tool_calls": calls,
-                "aside": True,
-            }
-        return {
-            "type": "assistant",
-            "text": event.text,
-            "reasoning": event.reasoning,
-            "text_id": event.text_id,
-            "thought_id": event.thought_id,
-            "tool_calls": calls,
-        }
-    if type(event) is ToolContext:
-        return {"type": "context", "text": event.text}
-    if type(event) is ToolCalled:
-        out = {
-            "type": "tool_call",
-            "call_id": event.call_id,
-            "name": event.name,
-            "arguments": event.arguments,
-            "kind": event.kind,
-            "view": event.view,
-        }
-        if event.notice:
-            out["notice"] = event.notice
-        if event.cwd:
-            out["cwd"] = event.cwd
-        return out
-    if type(event) is ToolFinished:
-        return {
-            "type": "tool_result",
-            "call_id": event.call_id,
-            "content": _wire(event.content),
-            "is_error": event.is_error,
-            "error": event.error,
-            "meta": event.meta,
-            "view": event.view,
-        }
-    if type(event) is ToolCancelled:
-        return {"type": "tool_cancelled", "call_id": event.call_id}
-    if type(event) is PermissionAnswered:
-        return {"type": "permission", "rule": event.rule, "match": event.match}
-    if type(event) is PermissionRemoved:
-        return {"type": "permission_removed", "rule": event.rule, "match": event.match}
-    if type(event) is ModeChanged:
-        return {"type": "mode", "mode_id": event.mode_id}
-    if type(event) is ConfigChanged:
-        out = {"type": "config"}
-        if event.model_id is not None:
-            out["model_id"] = event.model_id
-        if event.show_reasoning is not None:
-            out["show_reasoning"] = event.show_reasoning
-        if event.reasoning_effort is not None:
-            out["reasoning_effort"] = event.reasoning_effort
-        return out
-    if type(event) is Compacted:
-        return {
-            "type": "compact",
-            "summary": event.summary,
-            "text_id": event.text_id,
-            "compaction_id": event.compaction_id,
-            "kept": event.kept,
-        }
-    if type(event) is UsageReported:
-        out = {"type": "usage", "used": event.used, "size": event.size}
-        if event.cost is not None:
-            out["cost"] = event.cost
-        return out
-    if type(event) is CostReported:
-        return {"type": "cost", "cost": event.cost}
-    if type(event) is TitleSet:
-        return {"type": "title", "title": event.title, "updated_at": event.updated_at}
-    assert type(event) is TurnStopped
-    return {"type": "stop", "reason": event.reason}
+    """The log line of ``event`` (the store adds its timestamp): its ``tag`` as the type, then
+    each field under its own name, left out while it holds its default."""
+    out: dict[str, Any] = {"type": event.tag}
+    for name, default, encode in _fields(type(event)):
+        value = getattr(event, name)
+        if value is default or (default is not _MISSING and value == default):
+            continue
+        out[name] = value if encode is None or value is None else encode(value)
+    return out
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -244,8 +189,6 @@ def _assistant(r: dict[str, Any]) -> AssistantReply:
 
 @functools.cache
 def _tool_kinds() -> frozenset[str]:
-    from typing import get_args
-
     from dsh_tools import ToolKind
 
     return frozenset(get_args(ToolKind))
@@ -327,29 +270,33 @@ def _title(r: dict[str, Any]) -> TitleSet | None:
     return TitleSet(title, _opt_str(r, "updated_at")) if type(title) is str and title else None
 
 
-_READERS: Final[dict[str, Callable[[dict[str, Any]], SessionEvent | None]]] = {
-    "user": _user,
-    "assistant": _assistant,
-    "context": lambda r: ToolContext(r.get("text") or ""),
-    "tool_call": _tool_call,
-    "tool_result": _tool_result,
-    "tool_cancelled": lambda r: ToolCancelled(_str(r, "call_id")),
-    "permission": _permission,
-    "permission_removed": _permission_removed,
-    "mode": lambda r: ModeChanged(_str(r, "mode_id")),
-    "config": _config,
-    "compact": _compact,
-    "usage": _usage,
-    "cost": lambda r: CostReported(str(Decimal(_str(r, "cost")))),
-    "title": _title,
-    "stop": lambda r: TurnStopped(_str(r, "reason")),
+_Reader = Callable[[dict[str, Any]], SessionEvent | None]
+_READERS: Final[dict[type, _Reader]] = {
+    UserPrompt: _user,
+    AssistantReply: _assistant,
+    ToolContext: lambda r: ToolContext(r.get("text") or ""),
+    ToolCalled: _tool_call,
+    ToolFinished: _tool_result,
+    ToolCancelled: lambda r: ToolCancelled(_str(r, "call_id")),
+    PermissionAnswered: _permission,
+    PermissionRemoved: _permission_removed,
+    ModeChanged: lambda r: ModeChanged(_str(r, "mode_id")),
+    ConfigChanged: _config,
+    Compacted: _compact,
+    UsageReported: _usage,
+    CostReported: lambda r: CostReported(str(Decimal(_str(r, "cost")))),
+    TitleSet: _title,
+    TurnStopped: lambda r: TurnStopped(_str(r, "reason")),
 }
+# Every event of the union, read back by its tag: an event class without a reader stops the
+# import here, before any log is read.
+_BY_TAG: Final[dict[str, _Reader]] = {kind.tag: _READERS[kind] for kind in get_args(SessionEvent)}
 
 
 def parse_event(record: dict[str, Any]) -> SessionEvent | None:
     """The event a log line holds; ``None`` for a kind this agent does not know (written by a
     later one: it is left out). ``BadEvent`` when the line lacks its kind's fields."""
-    reader = _READERS.get(record.get("type"))  # type: ignore[arg-type]
+    reader = _BY_TAG.get(record.get("type"))  # type: ignore[arg-type]
     if reader is None:
         return None
     try:

@@ -15,7 +15,7 @@ as the rule it now means).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 if TYPE_CHECKING:
     from dsh_acp.models._model import ToolCallRequest
@@ -59,6 +59,7 @@ class UserPrompt:
     the model's conversation, unless the command gave the model an instruction, ``model_content``,
     in place of what the user typed)."""
 
+    tag: ClassVar[str] = "user"
     content: tuple[ContentBlock, ...]
     message_id: str | None = None
     command: str | None = None
@@ -70,6 +71,7 @@ class AssistantReply:
     """What one model step said: its text, its reasoning and the tool calls it asked for. An
     ``aside`` is a message the agent showed outside the model (a command's answer)."""
 
+    tag: ClassVar[str] = "assistant"
     text: str = ""
     reasoning: str = ""
     text_id: str | None = None
@@ -82,6 +84,7 @@ class AssistantReply:
 class ToolContext:
     """Context the tools of a step added for the model (sent as user content)."""
 
+    tag: ClassVar[str] = "context"
     text: str
 
 
@@ -90,6 +93,7 @@ class ToolCalled:
     """A tool call as the editor first heard of it; ``view`` is the card's render intent as JSON
     (what replay shows when the tool is no longer there to present it again)."""
 
+    tag: ClassVar[str] = "tool_call"
     call_id: str
     name: str
     arguments: Any
@@ -104,6 +108,7 @@ class ToolFinished:
     """A call's result: the content the model sees, the tool's ``meta`` (what its result
     presenter reads) and the result view as JSON (kept for replay when the tool is gone)."""
 
+    tag: ClassVar[str] = "tool_result"
     call_id: str
     content: tuple[ContentBlock, ...]
     is_error: bool = False
@@ -116,6 +121,7 @@ class ToolFinished:
 class ToolCancelled:
     """A call that never got a result (the turn was cancelled first)."""
 
+    tag: ClassVar[str] = "tool_cancelled"
     call_id: str
 
 
@@ -123,6 +129,7 @@ class ToolCancelled:
 class PermissionAnswered:
     """An "always" answer kept for the session: ``match`` is the rule as JSON."""
 
+    tag: ClassVar[str] = "permission"
     rule: Rule
     match: dict[str, Any]
 
@@ -131,12 +138,14 @@ class PermissionAnswered:
 class PermissionRemoved:
     """An "always" answer the user removed (``/permissions remove``)."""
 
+    tag: ClassVar[str] = "permission_removed"
     rule: Rule
     match: dict[str, Any]
 
 
 @dataclass(slots=True)
 class ModeChanged:
+    tag: ClassVar[str] = "mode"
     mode_id: str
 
 
@@ -144,6 +153,7 @@ class ModeChanged:
 class ConfigChanged:
     """One session setting changed (the others are ``None``)."""
 
+    tag: ClassVar[str] = "config"
     model_id: str | None = None
     show_reasoning: bool | None = None
     reasoning_effort: str | None = None
@@ -154,6 +164,7 @@ class Compacted:
     """The oldest part of the conversation was replaced by ``summary``; the newest ``kept``
     messages stay after it."""
 
+    tag: ClassVar[str] = "compact"
     summary: str
     text_id: str | None = None
     compaction_id: str | None = None
@@ -165,6 +176,7 @@ class UsageReported:
     """What the model's last request used of its window, and the session's cost so far (a
     decimal string, US dollars) when it is known."""
 
+    tag: ClassVar[str] = "usage"
     used: int
     size: int
     cost: str | None = None
@@ -175,11 +187,13 @@ class CostReported:
     """The session's cost so far (a decimal string, US dollars) after a request whose usage said
     nothing of the model's window (so no ``UsageReported`` carried it)."""
 
+    tag: ClassVar[str] = "cost"
     cost: str
 
 
 @dataclass(slots=True)
 class TitleSet:
+    tag: ClassVar[str] = "title"
     title: str
     updated_at: str | None = None
 
@@ -188,6 +202,7 @@ class TitleSet:
 class TurnStopped:
     """A prompt turn ended (its answer's ``stopReason``)."""
 
+    tag: ClassVar[str] = "stop"
     reason: str
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
+from dsh_acp.models._history import CANCELLED_TEXT
 from dsh_acp.wire._bridge import (
     CallInfo,
     RenderContext,
@@ -36,15 +37,23 @@ from dsh_acp.wire._updates import (
     usage_update,
     user_message_chunk,
 )
+from dsh_tools import PlanView, TextBlock, ToolResult
 
 from ._events import (
     AssistantReply,
     Compacted,
+    ConfigChanged,
+    CostReported,
+    ModeChanged,
+    PermissionAnswered,
+    PermissionRemoved,
     SessionEvent,
     TitleSet,
     ToolCalled,
     ToolCancelled,
+    ToolContext,
     ToolFinished,
+    TurnStopped,
     UsageReported,
     UserPrompt,
 )
@@ -90,94 +99,122 @@ class _Call:
         self.plan = plan
 
 
+class _Replay:
+    """The cards of one replay: each call's, from its announcement to its end."""
+
+    __slots__ = ("calls", "lookup", "open_calls", "render")
+
+    def __init__(self, render: RenderContext, tools: ToolRegistry | None) -> None:
+        self.render = render
+        self.lookup = tools.get if tools is not None else None
+        self.calls: dict[str, _Call] = {}
+        self.open_calls: dict[str, CallInfo] = {}
+        """The calls announced and not yet ended, in order (plans are not announced)."""
+
+    def called(self, event: ToolCalled) -> Iterator[SessionUpdate]:
+        definition = self.lookup(event.name) if self.lookup is not None else None
+        if event.view is None:
+            view = None  # it had no card of its own live: none now either
+        elif definition is not None:
+            view = definition.call_view(event.arguments)
+        else:
+            view = _logged_view(event.view)
+        info = CallInfo(
+            call_id=event.call_id,
+            name=event.name,
+            arguments=event.arguments,
+            view=view,
+            kind=event.kind,
+            notice=event.notice,
+            cwd=event.cwd,
+        )
+        call = self.calls[event.call_id] = _Call(info, definition, isinstance(view, PlanView))
+        if not call.plan:
+            self.open_calls[event.call_id] = info
+            yield announce_call(info, "in_progress", self.render)
+
+    def _ended(self, call_id: str) -> _Call | None:
+        # A call ends once (a result or a cancel): its card is dropped then, not kept to the end
+        # of the replay (a long load would hold every card, amid the conversation it keeps).
+        self.open_calls.pop(call_id, None)
+        return self.calls.pop(call_id, None)
+
+    def finished(self, event: ToolFinished) -> Iterator[SessionUpdate]:
+        found = self._ended(event.call_id)
+        if found is None:
+            return
+        result = ToolResult(content=event.content, is_error=event.is_error, meta=event.meta)
+        if event.view is None:
+            result_view = None
+        elif found.definition is not None:
+            result_view = found.definition.result_view(found.info.arguments, result)
+        else:
+            result_view = _logged_view(event.view, result=True)
+        yield from finish_call(found.info, result, result_view, self.render, streamed=False)
+
+    def cancelled(self, event: ToolCancelled) -> Iterator[SessionUpdate]:
+        found = self._ended(event.call_id)
+        if found is None:
+            return
+        if not found.plan:
+            yield from cancelled_call(found.info, self.render)
+            return
+        cancelled = ToolResult(content=(TextBlock(text=CANCELLED_TEXT),), is_error=True)
+        yield from finish_call(found.info, cancelled, None, self.render, streamed=False)
+
+    def compacted(self, event: Compacted) -> SessionUpdate:
+        if self.render.compaction and event.compaction_id:
+            return compaction_update(event.compaction_id, "completed", event.summary)
+        return agent_message(event.summary, event.text_id)
+
+    def unfinished(self) -> Iterator[SessionUpdate]:
+        """The calls the agent stopped before they finished: failed, never pending."""
+        for info in self.open_calls.values():
+            yield from cancelled_call(info, self.render)
+
+
+def _reply(event: AssistantReply) -> Iterator[SessionUpdate]:
+    if event.reasoning:
+        yield agent_thought(event.reasoning, event.thought_id)
+    if event.text:
+        yield agent_message(event.text, event.text_id)
+
+
 def replay_updates(
     events: Iterable[SessionEvent], render: RenderContext, tools: ToolRegistry | None = None
 ) -> Iterator[SessionUpdate]:
     """The updates that replay ``events`` to a client with ``render``; ``tools`` present the calls
     of tools they have (without it, every card comes from the log)."""
-    # Imported once per replay, not once per event (an import statement costs as much as a
-    # small event's whole replay).
-    from dsh_tools import PlanView, ToolResult
-
-    calls: dict[str, _Call] = {}
-    open_calls: dict[str, CallInfo] = {}
-    lookup = tools.get if tools is not None else None
+    replay = _Replay(render, tools)
     for event in events:
-        kind = type(event)
-        if kind is ToolCalled:
-            assert isinstance(event, ToolCalled)
-            definition = lookup(event.name) if lookup is not None else None
-            if event.view is None:
-                view = None  # it had no card of its own live: none now either
-            elif definition is not None:
-                view = definition.call_view(event.arguments)
-            else:
-                view = _logged_view(event.view)
-            info = CallInfo(
-                call_id=event.call_id,
-                name=event.name,
-                arguments=event.arguments,
-                view=view,
-                kind=event.kind,
-                notice=event.notice,
-                cwd=event.cwd,
-            )
-            call = calls[event.call_id] = _Call(info, definition, isinstance(view, PlanView))
-            if call.plan:
-                continue
-            open_calls[event.call_id] = info
-            yield announce_call(info, "in_progress", render)
-        elif kind is ToolFinished:
-            assert isinstance(event, ToolFinished)
-            # A call ends once (a result or a cancel): its card is dropped then, not kept to the
-            # end of the replay (a long load would hold every card, amid the conversation it keeps).
-            found = calls.pop(event.call_id, None)
-            if found is None:
-                continue
-            open_calls.pop(event.call_id, None)
-            result = ToolResult(content=event.content, is_error=event.is_error, meta=event.meta)
-            if event.view is None:
-                result_view = None
-            elif found.definition is not None:
-                result_view = found.definition.result_view(found.info.arguments, result)
-            else:
-                result_view = _logged_view(event.view, result=True)
-            yield from finish_call(found.info, result, result_view, render, streamed=False)
-        elif kind is ToolCancelled:
-            assert isinstance(event, ToolCancelled)
-            found = calls.pop(event.call_id, None)
-            if found is None:
-                continue
-            open_calls.pop(event.call_id, None)
-            if not found.plan:
-                yield from cancelled_call(found.info, render)
-                continue
-            from dsh_acp.models._history import CANCELLED_TEXT
-            from dsh_tools import TextBlock
-
-            cancelled = ToolResult(content=(TextBlock(text=CANCELLED_TEXT),), is_error=True)
-            yield from finish_call(found.info, cancelled, None, render, streamed=False)
-        elif kind is AssistantReply:
-            assert isinstance(event, AssistantReply)
-            if event.reasoning:
-                yield agent_thought(event.reasoning, event.thought_id)
-            if event.text:
-                yield agent_message(event.text, event.text_id)
-        elif kind is UsageReported:
-            assert isinstance(event, UsageReported)
-            yield usage_update(event.used, event.size, float(event.cost) if event.cost is not None else None)
-        elif kind is UserPrompt:
-            assert isinstance(event, UserPrompt)
-            for block in event.content:
-                yield user_message_chunk(wire_block(block), event.message_id)
-        elif kind is Compacted:
-            assert isinstance(event, Compacted)
-            if render.compaction and event.compaction_id:
-                yield compaction_update(event.compaction_id, "completed", event.summary)
-            else:
-                yield agent_message(event.summary, event.text_id)
-        elif kind is TitleSet:
-            assert isinstance(event, TitleSet)
-            yield session_info_update(event.title, event.updated_at)
-    for info in open_calls.values():  # the agent stopped before these finished
-        yield from cancelled_call(info, render)
+        match event:
+            case ToolCalled():
+                yield from replay.called(event)
+            case ToolFinished():
+                yield from replay.finished(event)
+            case AssistantReply():
+                yield from _reply(event)
+            case UsageReported():
+                yield usage_update(event.used, event.size, None if event.cost is None else float(event.cost))
+            case ToolCancelled():
+                yield from replay.cancelled(event)
+            case UserPrompt():
+                for block in event.content:
+                    yield user_message_chunk(wire_block(block), event.message_id)
+            case Compacted():
+                yield replay.compacted(event)
+            case TitleSet():
+                yield session_info_update(event.title, event.updated_at)
+            case (
+                ToolContext()
+                | PermissionAnswered()
+                | PermissionRemoved()
+                | ModeChanged()
+                | ConfigChanged()
+                | CostReported()
+                | TurnStopped()
+            ):
+                pass  # the client is brought up to date on these by the load's answer, not updates
+            case _:
+                assert_never(event)
+    yield from replay.unfinished()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from dsh_acp.models._model import (
     AssistantMessage,
@@ -25,6 +25,7 @@ from dsh_acp.models._model import (
     UserMessage,
 )
 from dsh_acp.permissions._modes import PermissionState
+from dsh_acp.permissions._rules import rule_from_json
 
 from ._events import (
     SUMMARY_PREFIX,
@@ -91,68 +92,69 @@ class SessionState:
 
     def apply(self, event: SessionEvent) -> None:
         """Change the state as ``event`` says."""
-        kind = type(event)
-        if kind is ToolFinished or kind is ToolCancelled:
-            self._result(event)  # type: ignore[arg-type]
-            return
-        if kind is ToolCalled or kind is TurnStopped:
-            return
-        if kind is UserPrompt or kind is AssistantReply or kind is ToolContext or kind is Compacted:
-            self.settle()
-        if kind is UserPrompt:
-            assert isinstance(event, UserPrompt)
-            self.prompts += 1
-            if event.command is None:
-                # A model command (``/init``) gave the model an instruction in place of the text.
-                self.history.append(UserMessage(event.model_content or event.content))
-        elif kind is AssistantReply:
-            assert isinstance(event, AssistantReply)
-            if event.aside:
-                return  # said to the user outside the model (a command's answer)
-            if event.text or event.reasoning or event.tool_calls:
-                self.history.append(AssistantMessage(event.text, event.reasoning, event.tool_calls))
-            if event.tool_calls:
-                self._step = list(event.tool_calls)
-                self._results = {}
-        elif kind is ToolContext:
-            assert isinstance(event, ToolContext)
-            self.history.append(ContextMessage(event.text))
-        elif kind is Compacted:
-            assert isinstance(event, Compacted)
-            kept = self.history[-event.kept :] if event.kept > 0 else []
-            self.history[:] = [ContextMessage(SUMMARY_PREFIX + event.summary), *kept]
-        elif kind is UsageReported:
-            assert isinstance(event, UsageReported)
-            if event.cost is not None:
+        match event:
+            case ToolFinished() | ToolCancelled():
+                self._result(event)
+            case ToolCalled() | TurnStopped():
+                pass  # what they change lives elsewhere: the card, the turn's answer
+            case AssistantReply():
+                self._reply(event)
+            case UsageReported():
+                if event.cost is not None:
+                    self.cost = Decimal(event.cost)
+            case UserPrompt():
+                self.settle()
+                self.prompts += 1
+                if event.command is None:
+                    # A model command (``/init``) gave the model an instruction in place of the text.
+                    self.history.append(UserMessage(event.model_content or event.content))
+            case ToolContext():
+                self.settle()
+                self.history.append(ContextMessage(event.text))
+            case Compacted():
+                self.settle()
+                kept = self.history[-event.kept :] if event.kept > 0 else []
+                self.history[:] = [ContextMessage(SUMMARY_PREFIX + event.summary), *kept]
+            case CostReported():
                 self.cost = Decimal(event.cost)
-        elif kind is CostReported:
-            assert isinstance(event, CostReported)
-            self.cost = Decimal(event.cost)
-        elif kind is ConfigChanged:
-            assert isinstance(event, ConfigChanged)
-            if event.model_id is not None:
-                self.model_id = event.model_id
-            if event.show_reasoning is not None:
-                self.show_reasoning = event.show_reasoning
-            if event.reasoning_effort is not None:
-                self.effort = event.reasoning_effort
-        elif kind is ModeChanged:
-            assert isinstance(event, ModeChanged)
-            self.permissions.mode = event.mode_id
-        elif kind is PermissionAnswered or kind is PermissionRemoved:
-            assert isinstance(event, (PermissionAnswered, PermissionRemoved))
-            from dsh_acp.permissions._rules import rule_from_json
+            case ConfigChanged():
+                self._config(event)
+            case ModeChanged():
+                self.permissions.mode = event.mode_id
+            case PermissionAnswered() | PermissionRemoved():
+                self._permission(event)
+            case TitleSet():
+                self.title = event.title
+            case _:
+                assert_never(event)
 
-            rule = rule_from_json(event.match)
-            if rule is not None:
-                rules = self.permissions.allow if event.rule == "allow" else self.permissions.reject
-                if kind is PermissionAnswered:
-                    rules.add(rule)
-                else:
-                    rules.discard(rule)
-        elif kind is TitleSet:
-            assert isinstance(event, TitleSet)
-            self.title = event.title
+    def _reply(self, event: AssistantReply) -> None:
+        self.settle()
+        if event.aside:
+            return  # said to the user outside the model (a command's answer)
+        if event.text or event.reasoning or event.tool_calls:
+            self.history.append(AssistantMessage(event.text, event.reasoning, event.tool_calls))
+        if event.tool_calls:
+            self._step = list(event.tool_calls)
+            self._results = {}
+
+    def _config(self, event: ConfigChanged) -> None:
+        if event.model_id is not None:
+            self.model_id = event.model_id
+        if event.show_reasoning is not None:
+            self.show_reasoning = event.show_reasoning
+        if event.reasoning_effort is not None:
+            self.effort = event.reasoning_effort
+
+    def _permission(self, event: PermissionAnswered | PermissionRemoved) -> None:
+        rule = rule_from_json(event.match)
+        if rule is None:
+            return
+        rules = self.permissions.allow if event.rule == "allow" else self.permissions.reject
+        if isinstance(event, PermissionAnswered):
+            rules.add(rule)
+        else:
+            rules.discard(rule)
 
     def apply_all(self, events: Iterable[SessionEvent]) -> None:
         """Apply a log's events in order, then settle its last step (the agent may have died)."""
