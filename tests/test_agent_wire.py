@@ -194,6 +194,11 @@ async def test_initialize_with_a_string_version_is_answered_with_ours(wire: Wire
     assert answer["result"]["protocolVersion"] == 1
 
 
+_PROMPTLY = 10.0
+"""Seconds an exit on end of input may take: it is immediate here, but a loaded shared machine
+can hold a process that long; a hang never ends (the speed is a bench's, not a test's)."""
+
+
 async def test_ids_are_echoed_and_the_agent_exits_on_eof(wire: Wire, tmp_path: Path) -> None:
     await wire.request(0, "initialize", {"protocolVersion": 1})
     assert (await wire.line())["id"] == 0
@@ -209,7 +214,7 @@ async def test_ids_are_echoed_and_the_agent_exits_on_eof(wire: Wire, tmp_path: P
     assert kinds == ["available_commands_update", "agent_message_chunk", "session_info_update"]
     code, seconds = await wire.close_stdin_and_wait()
     assert code == 0
-    assert seconds < 1.0
+    assert seconds < _PROMPTLY
 
 
 async def test_eof_during_a_running_turn_exits_promptly(acp_schema: AcpSchema, tmp_path: Path) -> None:
@@ -223,7 +228,7 @@ async def test_eof_during_a_running_turn_exits_promptly(acp_schema: AcpSchema, t
         await wire.new_session_and_prompt(tmp_path, "x")
         code, seconds = await wire.close_stdin_and_wait()
         assert code == 0
-        assert seconds < 1.0
+        assert seconds < _PROMPTLY  # the turn hangs for ever: only the end of input stops it
 
 
 def test_cli_version_and_bad_script(tmp_path: Path) -> None:

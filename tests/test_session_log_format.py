@@ -28,10 +28,10 @@ from dsh_acp import (
     Message,
     ModelChoice,
     ScriptedModel,
+    ToolCallRequest,
     ToolResultMessage,
     UserMessage,
 )
-from dsh_acp.models._model import ToolCallRequest
 from dsh_acp.session._event_lines import event_json, parse_event
 from dsh_acp.session._events import (
     AssistantReply,

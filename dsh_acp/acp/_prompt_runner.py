@@ -18,7 +18,7 @@ from dsh_acp.models._scripted import ScriptExhausted
 from dsh_acp.rpc._connection import Reply
 from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, RpcError, invalid_params
 from dsh_acp.session._events import TitleSet, TurnStopped, UserPrompt
-from dsh_acp.session._session import Session, Turn
+from dsh_acp.session._session import Session, Turn, TurnState
 from dsh_acp.wire._client_params import PromptParams
 from dsh_acp.wire._updates import session_info_update
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, TextBlock
@@ -55,12 +55,10 @@ class PromptRunner:
                 raise invalid_params("audio prompts are not supported", "prompt")
             if isinstance(block, ImageBlock) and not (choice and choice.accepts_images):
                 raise invalid_params("this model does not take images", "prompt")
-        turn = Turn()
+        turn = Turn(queued=session.turn is not None)
         if session.turn is None:
             session.turn = turn
-            turn.started.set()
         else:
-            turn.queued = True
             session.queue.append(turn)
         return self._take_turn(session, turn, tuple(parsed.prompt))
 
@@ -71,8 +69,8 @@ class PromptRunner:
         hand-over takes effect after this prompt's answer is written: the answer is written
         without yielding, so updates never mix between prompts)."""
         try:
-            if turn.queued:
-                await turn.started.wait()
+            if turn.state is TurnState.QUEUED:
+                await turn.running.wait()
                 if turn.cancel_requested:  # cancelled while queued: it never ran, nothing is logged
                     return {"stopReason": "cancelled"}
             # A prompt that found the session idle runs (and is logged) even if a cancel came first.
@@ -83,8 +81,8 @@ class PromptRunner:
             if session.turn is turn:
                 session.turn = session.queue.pop(0) if session.queue else None
                 if session.turn is not None:
-                    session.turn.started.set()
-            turn.done.set()
+                    session.turn.run()
+            turn.end()
 
     async def _run(
         self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
@@ -121,10 +119,11 @@ class PromptRunner:
             session.record(TurnStopped(stop))
             if turn.log_error is not None:
                 raise turn.log_error
-            if stop != "cancelled" and command is None and model_prompt is prompt and session.title is None:
+            untitled = session.title is None and not session.titling
+            if stop != "cancelled" and command is None and model_prompt is prompt and untitled:
                 if getattr(session.model, "writes_titles", False) and prompt_words(prompt):
                     # One short request after the answer: the user is not kept waiting for it.
-                    session.title = ""  # taken: a quick second turn does not ask again
+                    session.titling = True
                     return Reply({"stopReason": stop}, lambda: self._write_title(session, prompt))
                 await self._set_title(session, prompt_words(prompt))
             return {"stopReason": stop}

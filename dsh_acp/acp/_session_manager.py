@@ -354,7 +354,7 @@ class SessionManager:
         session.cancel_turns()
         with anyio.fail_after(10):
             for turn in turns:
-                await turn.done.wait()
+                await turn.ended.wait()
         self.sessions.pop(session_id, None)
         await session.aclose()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 import anyio
@@ -57,15 +58,48 @@ CUT_OFF_TEXT = (
 )
 
 
+class CardState(Enum):
+    """Where a call's card is, as the editor sees it."""
+
+    UNSHOWN = "unshown"
+    """The editor has not heard of the call (its card may be streaming in: ``StreamingCards``)."""
+    SHOWN = "shown"
+    """Announced: ``pending`` while a person is asked, then ``in_progress``."""
+    CLOSED = "closed"
+    """Its final status was sent: ``completed``, ``failed``, or failed by a cancel."""
+
+
+class LogState(Enum):
+    """What the session log holds of a call."""
+
+    NOTHING = "nothing"
+    CALL = "call"
+    """``ToolCalled`` was written (or its write failed, and the turn is stopping)."""
+    RESULT = "result"
+    """``ToolFinished`` or ``ToolCancelled`` was written: the call has its answer."""
+
+
+_CARD_MOVES: dict[CardState, frozenset[CardState]] = {
+    CardState.UNSHOWN: frozenset({CardState.SHOWN}),
+    CardState.SHOWN: frozenset({CardState.CLOSED}),
+    CardState.CLOSED: frozenset(),
+}
+_LOG_MOVES: dict[LogState, frozenset[LogState]] = {
+    LogState.NOTHING: frozenset({LogState.CALL}),
+    LogState.CALL: frozenset({LogState.RESULT}),
+    LogState.RESULT: frozenset(),
+}
+
+
 @dataclass(eq=False)
 class _Call:
+    """One tool call of the turn: its card and its log entries, each a small state machine (a move
+    the tables above do not allow is a bug, and fails at once)."""
+
     info: CallInfo
-    announced: bool = False
-    finished: bool = False
+    card: CardState = CardState.UNSHOWN
+    log: LogState = LogState.NOTHING
     output: OutputCoalescer | None = None
-    answered: bool = False
-    """Whether the call's result (or its cancellation) was logged."""
-    recorded: bool = False
     rejected: str | None = None
     """Why the call cannot run (its arguments are too deep or too big): it fails unannounced to
     its tool."""
@@ -78,6 +112,16 @@ class _Call:
     @property
     def is_plan(self) -> bool:
         return isinstance(self.info.view, PlanView)
+
+    def move_card(self, state: CardState) -> None:
+        if state not in _CARD_MOVES[self.card]:
+            raise AssertionError(f"tool call {self.info.call_id}: card {self.card.value} -> {state.value}")
+        self.card = state
+
+    def move_log(self, state: LogState) -> None:
+        if state not in _LOG_MOVES[self.log]:
+            raise AssertionError(f"tool call {self.info.call_id}: log {self.log.value} -> {state.value}")
+        self.log = state
 
 
 def view_json(view: Any) -> Any:
@@ -155,17 +199,17 @@ class ToolStep:
         stays well formed."""
         for call in self._step:
             self._record_call(call)
-            if not call.answered:
-                call.answered = True
+            if call.log is LogState.CALL:
+                call.move_log(LogState.RESULT)
                 self.session.record(ToolCancelled(call.info.call_id))
         self._step = []
 
     def _record_call(self, call: _Call) -> bool:
         """Log a call when the editor first hears of it, so a replay keeps the live order; False
         if the log could not be written."""
-        if call.recorded:
+        if call.log is not LogState.NOTHING:
             return True
-        call.recorded = True
+        call.move_log(LogState.CALL)
         info = call.info
         return self.session.record(
             ToolCalled(
@@ -182,7 +226,7 @@ class ToolStep:
     async def _announce(self, call: _Call, status: ToolCallStatus) -> None:
         if not self._record_call(call):
             return  # the log failed and the turn is stopping: the editor never hears of the call
-        call.announced = True
+        call.move_card(CardState.SHOWN)
         early = self._streaming.take(call.info.call_id)
         call.partial_plan = self._streaming.take_plan(call.info.call_id)
         if call.is_plan:
@@ -193,7 +237,7 @@ class ToolStep:
 
     async def _dispatched(self, execution: ToolExecution) -> None:
         call = self._calls[execution.call_id]
-        if not call.announced:
+        if call.card is CardState.UNSHOWN:
             await self._announce(call, "in_progress")
         elif not call.is_plan:
             await self.session.send(tool_call_update(call.info.call_id, "in_progress"))
@@ -204,7 +248,7 @@ class ToolStep:
         async def sink(event: ProgressEvent) -> None:
             if isinstance(event, TerminalAttached):
                 call.attached = event.terminal_id
-                if call.announced and not call.is_plan:
+                if call.card is CardState.SHOWN and not call.is_plan:
                     await self.session.send(attach_terminal(call.info, event.terminal_id))
                 return
             if call.output is None:
@@ -235,7 +279,7 @@ class ToolStep:
         call = self._calls[result.call_id]
         if call.output is not None:
             await call.output.aclose()
-        if not call.announced:
+        if call.card is CardState.UNSHOWN:
             await self._announce(call, "pending")  # it never ran: refused before dispatch
         definition = session.registry.get(call.info.name) if call.rejected is None else None
         tool_result = result.as_tool_result()
@@ -250,7 +294,9 @@ class ToolStep:
             if call.partial_plan:
                 await self._streaming.withdraw()
             return
-        call.answered = call.finished = True
+        call.move_log(LogState.RESULT)
+        if call.card is CardState.SHOWN:
+            call.move_card(CardState.CLOSED)
         updates = finish_call(
             call.info, tool_result, view, session.render, streamed=_streamed(call), attached=call.attached
         )
@@ -268,7 +314,7 @@ class ToolStep:
             return answer
         call = self._calls[execution.call_id]
         view = call.info.view
-        if isinstance(view, DiffCallView) and not call.announced:
+        if isinstance(view, DiffCallView) and call.card is CardState.UNSHOWN:
             from ._whole_diffs import widened  # an approval of an edit, not start-up, loads it
 
             view = await widened(view, self.session.cwd, execution.services)
@@ -282,11 +328,11 @@ class ToolStep:
     async def close_open_calls(self) -> None:
         """After a cancel: close every announced, unfinished call as ``failed``, and settle the
         conversation so that every tool call of the interrupted step has a result."""
-        if any(call.partial_plan and not call.finished for call in self._calls.values()):
+        if any(call.partial_plan and call.card is not CardState.CLOSED for call in self._calls.values()):
             await self._streaming.withdraw()  # a plan that streamed in, its call never finished
         for call in self._calls.values():
-            if call.announced and not call.finished and not call.is_plan:
-                call.finished = True
+            if call.card is CardState.SHOWN and not call.is_plan:
+                call.move_card(CardState.CLOSED)
                 if call.output is not None:
                     await call.output.aclose()  # what the tool printed before the cancel still shows
                 updates = cancelled_call(

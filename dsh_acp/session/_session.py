@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -22,20 +23,53 @@ if TYPE_CHECKING:
 __all__ = ["Session", "SessionIO", "Turn"]
 
 
+class TurnState(Enum):
+    QUEUED = "queued"
+    """Waiting for the turn before it to end (a prompt sent while another ran)."""
+    RUNNING = "running"
+    """Its prompt runs (or answers at once: it was cancelled while queued)."""
+    ENDED = "ended"
+    """Answered: the session has handed itself to the next queued turn."""
+
+
+_TURN_MOVES: dict[TurnState, frozenset[TurnState]] = {
+    TurnState.QUEUED: frozenset({TurnState.RUNNING, TurnState.ENDED}),
+    TurnState.RUNNING: frozenset({TurnState.ENDED}),
+    TurnState.ENDED: frozenset(),
+}
+
+
 class Turn:
-    """One running prompt turn. ``cancel`` is synchronous so that ``session/cancel`` acts on a
+    """One prompt turn, from its prompt's arrival to its answer: a state (``QUEUED`` →
+    ``RUNNING`` → ``ENDED``; a queued turn whose request was itself cancelled ends unrun) and
+    whether a cancel was asked. ``cancel`` is synchronous so that ``session/cancel`` acts on a
     turn registered by the ``session/prompt`` read just before it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, queued: bool) -> None:
+        self.state = TurnState.QUEUED if queued else TurnState.RUNNING
         self.scope = anyio.CancelScope()
         self.cancel_requested = False
-        self.queued = False
-        """Whether the turn had to wait for another (a queued prompt cancelled never runs)."""
-        self.started = anyio.Event()
-        """Set when the turn may run: at once on an idle session, else when the turn before it ends."""
-        self.done = anyio.Event()
+        """A cancel was asked: a queued turn never runs, a running one stops."""
+        self.running = anyio.Event()
+        self.ended = anyio.Event()
         self.log_error: StoreError | None = None
         """The session log failed during the turn: the turn stopped, and the prompt answers this."""
+        if not queued:
+            self.running.set()
+
+    def _move(self, state: TurnState) -> None:
+        if state not in _TURN_MOVES[self.state]:
+            raise AssertionError(f"turn: {self.state.value} -> {state.value}")
+        self.state = state
+
+    def run(self) -> None:
+        """The turn before it ended: this one may run."""
+        self._move(TurnState.RUNNING)
+        self.running.set()
+
+    def end(self) -> None:
+        self._move(TurnState.ENDED)
+        self.ended.set()
 
     def cancel(self) -> None:
         """Stop the turn: the prompt will answer ``cancelled`` (a queued one without running)."""
@@ -79,6 +113,8 @@ class Session(SessionState):
     """How much of ``history`` that usage counted (-1: it no longer describes the history)."""
     chars_per_token: float | None = None
     """What the model's reported counts showed for the last request (``None``: no count yet)."""
+    titling: bool = False
+    """A title is being written for the session (a quick second turn does not ask for another)."""
     _tools: tuple[ToolRegistry, Services] | None = None
 
     @property
