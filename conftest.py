@@ -36,8 +36,9 @@ def install_pinned_sdk() -> Path:
 
 
 def _install_pinned_sdk() -> Path:
-    installed = SDK_DIR / "package.json"
-    if installed.is_file() and json.loads(installed.read_text()).get("version") == ACP_SDK_VERSION:
+    if _installed(ACP_SDK_PACKAGE, ACP_SDK_VERSION) and all(
+        _installed(name, version) for name, version in _dependencies().items()
+    ):
         return SDK_DIR
     npm = shutil.which("npm")
     if npm is None:
@@ -57,6 +58,16 @@ def _install_pinned_sdk() -> Path:
     if result.returncode != 0:
         raise SchemaNotFound(f"npm ci failed in {CLIENT_DIR}:\n{result.stdout}\n{result.stderr}")
     return SDK_DIR
+
+
+def _dependencies() -> dict[str, str]:
+    """What ``tests/client/package.json`` asks for (the SDK and the WebSocket client, ``ws``)."""
+    return dict(json.loads((CLIENT_DIR / "package.json").read_text()).get("dependencies", {}))
+
+
+def _installed(name: str, version: str) -> bool:
+    manifest = CLIENT_DIR / "node_modules" / name / "package.json"
+    return manifest.is_file() and json.loads(manifest.read_text()).get("version") == version
 
 
 @pytest.fixture(scope="session")

@@ -907,3 +907,24 @@ async def test_peer_values_in_log_lines_are_bounded(caplog: pytest.LogCaptureFix
     assert any("no pending request" in m for m in messages)
     assert any("peer reported an error" in m for m in messages)
     assert max(len(m) for m in messages) < 500
+
+
+async def test_requests_over_the_pending_limit_are_answered_at_once() -> None:
+    # A network client's requests in flight are bounded: the one over the limit gets an error at
+    # once, the others run on, and a request is admitted again once one is answered.
+    release = anyio.Event()
+
+    async def wait(params: Any, rid: RequestId) -> Any:
+        await release.wait()
+        return rid
+
+    async with serving(Dispatch({"wait": wait}), max_pending_requests=2) as (connection, peer):
+        for request_id in (1, 2, 3):
+            await peer.send({"jsonrpc": "2.0", "id": request_id, "method": "wait"})
+        message = "too many requests in flight (2): wait for an answer before sending more"
+        assert await peer.receive() == err(3, INVALID_REQUEST, message)
+        assert connection.handling == 2
+        release.set()
+        assert {(await peer.receive())["id"] for _ in range(2)} == {1, 2}
+        await peer.send_raw(PING)
+        assert await peer.receive() == PONG

@@ -397,7 +397,9 @@ def test_the_turn_closes_every_call_and_ends(run: Run) -> None:
     assert agent_wire[-1][1]["result"] == {"stopReason": "end_turn"}
     texts = [u["content"]["text"] for u in run.updates() if u["sessionUpdate"] == "agent_message_chunk"]
     assert "".join(texts) == "Running the tests first.Fixed the greeting and added a helper."
-    # Closing stdin ends the agent, cleanly.
+
+
+def test_closing_stdin_ends_the_agent_cleanly(run: Run) -> None:
     assert run.doc["agentExit"] == {"code": 0, "signal": None}
 
 

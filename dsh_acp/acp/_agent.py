@@ -76,6 +76,16 @@ class Agent:
         if self._methods is not None:
             await self._methods.aclose()
 
+    def holds(self, session_id: str) -> bool:
+        """Whether the session is open on this connection."""
+        return self._methods is not None and session_id in self._methods.sessions.sessions
+
+    async def release(self, session_id: str) -> None:
+        """Close a session open here, for another connection to open it: its turns are cancelled
+        (each prompt answers ``cancelled``), its log synced and its claim dropped."""
+        if self._methods is not None and self.holds(session_id):
+            await self._methods.sessions.close(session_id)
+
     # -- initialize ---------------------------------------------------------------------------
 
     def _initialize(self, params: Any) -> dict[str, Any]:

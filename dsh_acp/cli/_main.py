@@ -1,6 +1,7 @@
 """The ``dsh-acp`` command: serve ACP on stdio (default), or one of the helper commands.
 
-The serve flags and the ``AgentConfig`` they describe are ``_args.build_config``.
+The serve flags, the ``AgentConfig`` they describe and the network listener they may ask for are
+``launch._flags.build_launch``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dsh_acp._config import VERSION
-from dsh_acp.launch._flags import build_config
+from dsh_acp.launch._flags import build_launch
 
 __all__ = ["main"]
 
@@ -46,13 +47,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:  # `dsh-acp tools | head`: the reader has all it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 1
-    config = build_config(argv)
+    launch = build_launch(argv)
+    config = launch.config
     logging.basicConfig(
         stream=sys.stderr,
         level=getattr(logging, config.log_level.upper()),
         format="dsh-acp %(levelname)s %(name)s: %(message)s",
     )
     _skip_pydantic_plugins()
+    if launch.listen is not None:
+        from dsh_acp.remote._server import serve_network  # the server stack: never on the stdio path
+
+        return serve_network(config, launch.listen)
     if sys.stdin.isatty():
         _greet(sys.stderr)
     from dsh_acp.launch._serve import serve_stdio

@@ -13,11 +13,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh_acp._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids, default_state_dir
 
-__all__ = ["build_config"]
+if TYPE_CHECKING:
+    from ._listen import ListenOptions
+
+__all__ = ["Launch", "build_config", "build_launch"]
 
 _DEFAULTS = AgentConfig()
 """Where the command line's defaults come from: the configuration's own."""
@@ -70,9 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--log-level",
-        default="warning",
         choices=["debug", "info", "warning", "error"],
-        help="log verbosity on stderr (default: warning)",
+        help="log verbosity on stderr (default: warning; info with --listen)",
     )
     parser.add_argument(
         "--max-message-bytes",
@@ -155,7 +157,47 @@ def _parser() -> argparse.ArgumentParser:
         metavar="TEXT",
         help="with --deterministic: prefix the counter ids (a restarted agent must not reuse them)",
     )
+    _listen_arguments(parser.add_argument_group("serving over the network (see docs/remote.md)"))
     return parser
+
+
+def _listen_arguments(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="serve ACP over Streamable HTTP and WebSocket at http://HOST:PORT/acp instead of stdio; "
+        "clients send the bearer token in $DSH_ACP_TOKEN",
+    )
+    group.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="with --listen on a loopback address: accept clients without a token",
+    )
+    group.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="with --listen: a browser origin allowed to connect (requests carrying another Origin "
+        "are refused); repeat for more",
+    )
+    group.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="with --listen: how long the turns of a client that is gone keep running before they "
+        "are cancelled (default %(default)g); a client that reconnects and loads the session takes "
+        "it over at once",
+    )
+    group.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="with --listen: close a connection after this long without a message and with nothing "
+        "running (default %(default)g; 0: never)",
+    )
 
 
 def _user_tools(specs: Sequence[str], parser: argparse.ArgumentParser) -> Callable[[], list[Any]]:
@@ -188,10 +230,47 @@ def _reference_ask_user() -> Any:
     return ask_user_tool()
 
 
+class Launch:
+    """What the serve command line asks for: the agent, and where to serve it (``listen``: on the
+    network; ``None``: on stdio). A plain class: a dataclass costs its making on the start-up path."""
+
+    __slots__ = ("config", "listen")
+
+    def __init__(self, config: AgentConfig, listen: ListenOptions | None) -> None:
+        self.config = config
+        self.listen = listen
+
+
+def build_launch(argv: Sequence[str]) -> Launch:
+    """The agent configuration and the listener the given serve arguments describe."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    listen = None
+    if args.listen is not None:
+        from ._listen import ListenError, listen_options  # not on the stdio start-up path
+
+        try:
+            listen = listen_options(
+                args.listen,
+                no_auth=args.no_auth,
+                origins=args.allow_origin,
+                grace=args.grace,
+                idle_timeout=args.idle_timeout,
+            )
+        except ListenError as error:
+            parser.exit(2, f"dsh-acp: {error}\n")
+    elif args.no_auth or args.allow_origin:
+        parser.error("--no-auth and --allow-origin go with --listen")
+    return Launch(_config_from(args, parser), listen)
+
+
 def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> AgentConfig:
     """The agent configuration the given serve arguments describe."""
     parser = parser or _parser()
-    args = parser.parse_args(argv)
+    return _config_from(parser.parse_args(argv), parser)
+
+
+def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> AgentConfig:
     config = _model_config(args.model, args.base_url, parser)
     sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools]
     if args.tools:
@@ -215,7 +294,7 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
         terminals=args.terminals,
         default_mode=args.mode,
         state_dir=Path(args.state_dir) if args.state_dir else default_state_dir(),
-        log_level=args.log_level,
+        log_level=args.log_level or ("info" if args.listen else "warning"),
         max_message_bytes=args.max_message_bytes,
     )
     if args.deterministic:

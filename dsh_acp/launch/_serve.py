@@ -15,9 +15,12 @@ from dsh_acp.rpc._framing import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
 
     from anyio.abc import ByteReceiveStream, ByteSendStream
 
+    from dsh_acp.acp._agent import Agent
+    from dsh_acp.rpc._connection import Connection
     from dsh_acp.rpc._prelude import PreludeEnd
     from dsh_acp.wire._client_profile import ClientProfile
 
@@ -30,9 +33,14 @@ async def serve(
     send: ByteSendStream,
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    max_pending_requests: int | None = None,
+    started: Callable[[Agent, Connection], None] | None = None,
 ) -> None:
-    """Serve one client until it closes its end; then cancel every turn and release sessions."""
-    await _serve(config, receive, send, max_message_bytes, None)
+    """Serve one client until it closes its end; then cancel every turn and release sessions.
+
+    ``started`` is handed the agent and its connection before the first message is read (the
+    network server asks them which sessions they hold and whether a request is running)."""
+    await _serve(config, receive, send, max_message_bytes, None, max_pending_requests, started)
 
 
 async def _serve(
@@ -41,6 +49,8 @@ async def _serve(
     send: ByteSendStream,
     max_message_bytes: int,
     initialized: ClientProfile | None,
+    max_pending_requests: int | None = None,
+    started: Callable[[Agent, Connection], None] | None = None,
 ) -> None:
     """``serve``; ``initialized``: the client's profile when the prelude answered ``initialize``."""
     import anyio
@@ -51,10 +61,18 @@ async def _serve(
     # Tasks that outlive a request but not the connection (an MCP server's client) live here.
     async with anyio.create_task_group() as background:
         agent = Agent(config, background)
-        connection = Connection(receive, send, agent, max_message_bytes=max_message_bytes)
+        connection = Connection(
+            receive,
+            send,
+            agent,
+            max_message_bytes=max_message_bytes,
+            max_pending_requests=max_pending_requests,
+        )
         agent.attach(connection)
         if initialized is not None:
             agent.initialized(initialized)
+        if started is not None:
+            started(agent, connection)
         try:
             await connection.serve()
         finally:

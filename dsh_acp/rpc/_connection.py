@@ -22,7 +22,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
 from dsh_acp._safe_text import brief
 
-from ._errors import REQUEST_CANCELLED, ConnectionClosed
+from ._errors import INVALID_REQUEST, REQUEST_CANCELLED, ConnectionClosed
 from ._framing import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Frame,
@@ -84,6 +84,8 @@ class Connection:
 
     ``serve()`` reads until end of input, then cancels every running handler, flushes what is already
     queued (waiting at most ``drain_timeout`` seconds), closes both streams and returns.
+    ``max_pending_requests`` bounds the peer's requests handled at once (a network client's); the
+    one over it is answered with an error at once.
 
     Output is queued synchronously and written in call order. When the send stream also offers
     ``write_nowait(data) -> int`` (write what fits now, without waiting; see ``FdSendStream``) and the
@@ -105,6 +107,7 @@ class Connection:
         finish_line_timeout: float = 2.0,
         read_size: int = 256 * 1024,
         burst_gap: float = 0.001,
+        max_pending_requests: int | None = None,
     ) -> None:
         self._receive_stream = receive_stream
         self._send_stream = send_stream
@@ -120,6 +123,7 @@ class Connection:
             burst_gap=burst_gap,
         )
         self._requests = Requests()
+        self._max_pending = max_pending_requests
         self._handlers: TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
         self._started = False
@@ -128,6 +132,11 @@ class Connection:
     def closed(self) -> bool:
         """True once the connection stopped accepting output."""
         return self._output.closed
+
+    @property
+    def handling(self) -> int:
+        """How many of the peer's requests are being handled (a running prompt is one)."""
+        return self._requests.handling
 
     # -- outgoing ---------------------------------------------------------------------------------
 
@@ -313,6 +322,11 @@ class Connection:
     def _on_request(self, request_id: RequestId, method: str, params: Any) -> None:
         if self._requests.running(request_id):
             self._reply_invalid(request_id, f"request id {brief(request_id, 60)} is already in use")
+            return
+        limit = self._max_pending
+        if limit is not None and self._requests.handling >= limit:
+            message = f"too many requests in flight ({limit}): wait for an answer before sending more"
+            self._reply(error_bytes(request_id, INVALID_REQUEST, message))
             return
         try:
             awaitable = self._dispatcher.on_request(method, params, request_id)

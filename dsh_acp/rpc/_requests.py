@@ -153,6 +153,11 @@ class Requests:
 
     # -- the peer's -------------------------------------------------------------------------------
 
+    @property
+    def handling(self) -> int:
+        """How many requests of the peer's are being handled."""
+        return len(self._incoming)
+
     def running(self, request_id: RequestId) -> bool:
         """Whether a request of the peer's with this id is being handled (its id is in use)."""
         return request_id in self._incoming

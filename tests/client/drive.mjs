@@ -5,6 +5,10 @@
 //   node drive.mjs --python PY --workspace DIR --state-dir DIR
 //                  (--script MODEL.json | --model openai:NAME --base-url URL)
 //                  [--scenario tools|editor|features|terminals|real_model|fork] [--timeout-ms N]
+//   node drive.mjs --connect URL --transport http|websocket --token TOKEN --workspace DIR [...]
+//
+// With --connect the driver spawns nothing: it reaches a running `dsh-acp --listen` over the SDK's
+// Streamable HTTP or WebSocket client transport (the transcript is then taken at the message level).
 //
 // With --script the agent plays a scripted model; with --model and --base-url it talks to an
 // OpenAI-compatible server (the test's fake one, tests/fake_openai.py), as with a real model.
@@ -34,6 +38,9 @@ import path from "node:path";
 import { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
 
+import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
+import { WebSocket } from "ws";
 
 const { values: args } = parseArgs({
   options: {
@@ -45,9 +52,15 @@ const { values: args } = parseArgs({
     "base-url": { type: "string" },
     scenario: { type: "string", default: "tools" },
     "timeout-ms": { type: "string", default: "15000" },
+    connect: { type: "string" },
+    transport: { type: "string", default: "http" },
+    token: { type: "string" },
   },
 });
-for (const name of ["python", "workspace", "state-dir", ...(args.model ? ["base-url"] : ["script"])]) {
+const required = args.connect
+  ? ["workspace", "token"]
+  : ["python", "workspace", "state-dir", ...(args.model ? ["base-url"] : ["script"])];
+for (const name of required) {
   if (!args[name]) {
     console.error(`drive.mjs: --${name} is required`);
     process.exit(2);
@@ -61,7 +74,6 @@ if (!["tools", "editor", "features", "terminals", "real_model", "fork"].includes
 // `/unstable` entrypoint, used for the whole app as the SDK asks); the others are stable v1.
 const acp = await import(args.scenario === "fork" ? "@agentclientprotocol/sdk/unstable" : "@agentclientprotocol/sdk");
 const workspace = path.resolve(args.workspace);
-const stateDir = path.resolve(args["state-dir"]);
 
 // The SDK reports messages it could not parse or handle only through console.error; keep them so
 // the test can require that there were none.
@@ -82,34 +94,37 @@ const record = (kind, data) => {
   return event;
 };
 
-await mkdir(stateDir, { recursive: true });
-let model = ["--model", args.model, "--base-url", args["base-url"]];
-if (!args.model) {
-  // The scripted model names files by absolute path: `{{cwd}}` is the workspace (as in the golden kit).
-  const script = (await readFile(args.script, "utf8")).replaceAll("{{cwd}}", workspace);
-  const modelPath = path.join(stateDir, "model.json");
-  await writeFile(modelPath, script);
-  model = ["--model", `script:${modelPath}`];
-}
-
-const child = spawn(
-  args.python,
-  ["-m", "dsh_acp", ...model, "--state-dir", stateDir, "--mode", "default"],
-  { cwd: workspace, stdio: ["pipe", "pipe", "pipe"] },
-);
+// The agent as a child process on stdio (the default), or null with --connect.
+const startAgent = async () => {
+  const stateDir = path.resolve(args["state-dir"]);
+  await mkdir(stateDir, { recursive: true });
+  let model = ["--model", args.model, "--base-url", args["base-url"]];
+  if (!args.model) {
+    // The scripted model names files by absolute path: `{{cwd}}` is the workspace (as in the golden kit).
+    const script = (await readFile(args.script, "utf8")).replaceAll("{{cwd}}", workspace);
+    const modelPath = path.join(stateDir, "model.json");
+    await writeFile(modelPath, script);
+    model = ["--model", `script:${modelPath}`];
+  }
+  return spawn(args.python, ["-m", "dsh_acp", ...model, "--state-dir", stateDir, "--mode", "default"], {
+    cwd: workspace,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+};
+const child = args.connect ? null : await startAgent();
 let agentStderr = "";
-child.stderr.setEncoding("utf8");
-child.stderr.on("data", (chunk) => {
+child?.stderr.setEncoding("utf8");
+child?.stderr.on("data", (chunk) => {
   agentStderr += chunk;
 });
 const exited = new Promise((resolve) => {
-  child.on("exit", (code, signal) => resolve({ code, signal }));
+  child?.on("exit", (code, signal) => resolve({ code, signal }));
 });
 
 // Tap both directions at the byte level: the transcript is exactly the wire, in order.
 const decoder = new TextDecoder();
 let pending = "";
-const agentOut = Readable.toWeb(child.stdout).pipeThrough(
+const agentOut = args.connect ? null : Readable.toWeb(child.stdout).pipeThrough(
   new TransformStream({
     transform(chunk, controller) {
       pending += decoder.decode(chunk, { stream: true });
@@ -131,7 +146,7 @@ const agentOut = Readable.toWeb(child.stdout).pipeThrough(
     },
   }),
 );
-const stdinWriter = Writable.toWeb(child.stdin).getWriter();
+const stdinWriter = args.connect ? null : Writable.toWeb(child.stdin).getWriter();
 const agentIn = new WritableStream({
   async write(chunk) {
     for (const line of decoder.decode(chunk).split("\n")) {
@@ -465,22 +480,41 @@ const scenarios = {
     output.logout = await call(agent, acp.methods.agent.logout, {});
   },
 };
+// Over the network: the SDK's client transport, its messages recorded as they pass (the network
+// transports carry messages, not lines).
+const networkStream = () => {
+  const options = { headers: { Authorization: `Bearer ${args.token}` } };
+  const stream =
+    args.transport === "websocket"
+      ? createWebSocketStream(args.connect, { ...options, WebSocket })
+      : createHttpStream(args.connect, options);
+  const tap = (dir) =>
+    new TransformStream({
+      transform(message, controller) {
+        transcript.push({ dir, message: structuredClone(message) });
+        controller.enqueue(message);
+      },
+    });
+  const outgoing = tap("client");
+  void outgoing.readable.pipeTo(stream.writable).catch(() => {});
+  return { readable: stream.readable.pipeThrough(tap("agent")), writable: outgoing.writable };
+};
 try {
-  await Promise.race([
-    timeout,
-    app.connectWith(acp.ndJsonStream(agentIn, agentOut), (agent) => scenarios[args.scenario](agent)),
-  ]);
-  // The editor ends the agent by closing its stdin; the agent must then exit on its own.
-  child.stdin.end();
-  output.agentExit = await Promise.race([
-    exited,
-    sleep(5000).then(() => ({ code: null, signal: null, stillRunning: true })),
-  ]);
+  const stream = args.connect ? networkStream() : acp.ndJsonStream(agentIn, agentOut);
+  await Promise.race([timeout, app.connectWith(stream, (agent) => scenarios[args.scenario](agent))]);
+  if (child) {
+    // The editor ends the agent by closing its stdin; the agent must then exit on its own.
+    child.stdin.end();
+    output.agentExit = await Promise.race([
+      exited,
+      sleep(5000).then(() => ({ code: null, signal: null, stillRunning: true })),
+    ]);
+  }
 } catch (error) {
   output.error = String(error?.stack ?? error);
 } finally {
   clearTimeout(timer);
-  if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   for (const terminal of terminals.values()) killGroup(terminal);
 }
 output.agentStderr = agentStderr;
