@@ -27,6 +27,8 @@ from reference_tools import default_tools, install_policies
 
 pytestmark = pytest.mark.anyio
 ROOT = "/w/project"
+ZED = {"name": "zed", "version": "0.200.0"}
+"""A client known to show permission options by name: it is offered the folder and project options."""
 
 
 def _always(command: str, cwd: str = ROOT) -> tuple[Rule, ...]:
@@ -232,7 +234,7 @@ async def test_outside_approvals_are_for_that_path(acp_schema: AcpSchema, tmp_pa
     config.configure_registry = install_policies
     answers = deque(["allow_always", "allow_always_folder", "reject_once", "reject_once"])
     async with AcpClient.in_memory(config, schema=acp_schema, permission_answers=answers) as client:
-        await client.initialize()
+        await client.initialize(client_info=ZED)  # shows the folder option's name
         sid = await client.new_session(str(ws))
         await client.prompt(sid, "read around")
         asked = [r["params"]["toolCall"]["toolCallId"] for r in client.agent_requests]
@@ -341,7 +343,7 @@ async def test_project_answers_are_private_and_removals_last(acp_schema: AcpSche
     config, _ = recorded(turns, default_tools(), default_mode="default", state_dir=state)
     answers = deque(["reject_always_project", "allow_always"])
     async with AcpClient.in_memory(config, schema=acp_schema, permission_answers=answers) as client:
-        await client.initialize()
+        await client.initialize(client_info=ZED)  # shows the project option's name
         sid = await client.new_session(str(ws))
         await client.prompt(sid, "check")  # "Always reject ... in this project"
         (project_file,) = (state / "projects").iterdir()

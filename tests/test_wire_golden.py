@@ -22,6 +22,7 @@ from dsh_acp.testing import (
     wire_problems,
 )
 from dsh_acp.testing.pytest_plugin import GoldenCheck
+from dsh_acp.wire._client_profile import is_jetbrains, is_zed
 
 ROOT = Path(__file__).parent.parent / "fixtures" / "wire"
 SCENARIOS = discover_scenarios(ROOT)
@@ -75,3 +76,19 @@ def test_a_golden_whose_raw_input_is_not_an_object_fails(tmp_path: Path, acp_sch
         check_scenario(Scenario.load(folder), mode="memory", schema=acp_schema)
     assert wire_problems(orjson.loads(next(b for b, line in zip(bad, lines, strict=True) if b != line)))
     assert not any(wire_problems(orjson.loads(line)) for line in lines)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
+def test_a_client_that_shows_no_option_names_never_gets_two_options_of_one_kind(scenario: Scenario) -> None:
+    # CodeCompanion lists options by kind and keeps the last of each: a second allow_always
+    # ("… in this project") silently won its "Always accept". Only clients known to show the
+    # options' names (Zed, JetBrains) may tell two options of one kind apart.
+    steps = orjson.loads(scenario.folder.joinpath("scenario.json").read_bytes())["steps"]
+    info = next((s["initialize"].get("clientInfo") for s in steps if "initialize" in s), None)
+    if is_zed(info) or is_jetbrains(info):
+        return
+    for line in scenario.golden_path.read_text(encoding="utf-8").splitlines():
+        message = orjson.loads(line)
+        if message.get("method") == "session/request_permission":
+            kinds = [option["kind"] for option in message["params"]["options"]]
+            assert len(kinds) == len(set(kinds)), line

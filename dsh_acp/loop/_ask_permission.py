@@ -53,7 +53,9 @@ class PermissionQuestion:
         """Ask the user about the call whose card is ``info`` (already shown ``pending``)."""
         session = self._session
         rules = session.permissions
-        options = self.question.options(self._allow, project=rules.project is not None)
+        options = self.question.options(
+            self._allow, project=rules.project is not None, names_shown=session.render.option_names
+        )
         params = permission_params(
             session.session_id,
             permission_tool_call(info, session.render),

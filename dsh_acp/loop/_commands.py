@@ -27,7 +27,10 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "init": ("Write a starter AGENTS.md for this project", None),
     "mode": ("Switch the permission mode", "default, accept_edits, plan or bypass"),
     "model": ("Switch the model", "a model id from the model picker"),
-    "permissions": ("List the remembered approvals, or remove one", "remove N"),
+    "permissions": (
+        "List the remembered approvals, remove one, or keep one for the project",
+        "remove N, or project N",
+    ),
     "tools": ("List the tools and what they do", None),
 }
 

@@ -1,5 +1,6 @@
 """Remembered approvals kept for a project (a 0600 file per project in the user's state folder)
-and the ``/permissions`` command that lists them and removes one."""
+and the ``/permissions`` command that lists them, removes one, or keeps one of the session's
+for the project."""
 
 from __future__ import annotations
 
@@ -109,7 +110,9 @@ def permissions_command(
     record: Callable[[Literal["allow", "reject"], dict[str, Any]], object],
 ) -> str:
     """What ``/permissions`` answers: the remembered approvals, numbered (``/permissions`` or
-    ``/permissions list``), or one of them removed (``/permissions remove N``)."""
+    ``/permissions list``), one of them removed (``/permissions remove N``), or a session's
+    answer kept for every session of the project (``/permissions project N``: the one step that
+    widens an answer to the project on a client that shows no option names)."""
     project_allow, project_reject = project.load() if project is not None else ([], [])
     entries: list[tuple[str, str, Rule]] = [
         *(("allow", "session", r) for r in sorted(allow, key=Rule.phrase)),
@@ -128,15 +131,30 @@ def permissions_command(
         if not entries:
             return "No approvals are remembered for this session or this project."
         listed = "\n".join(f"{n}. {line(entry)}" for n, entry in enumerate(entries, 1))
-        return f"Remembered approvals:\n{listed}\n\nRemove one with `/permissions remove N`."
-    if len(words) == 2 and words[0] == "remove" and words[1].isdigit():
+        more = "Remove one with `/permissions remove N`"
+        if project is not None and any(scope == "session" for _, scope, _ in entries):
+            more += "; keep one of this session's for the whole project with `/permissions project N`"
+        return f"Remembered approvals:\n{listed}\n\n{more}."
+    if len(words) == 2 and words[0] in ("remove", "project") and words[1].isdigit():
         number = int(words[1])
         if not 1 <= number <= len(entries):
             return f"There is no approval number {number}; `/permissions` lists them."
         rule_kind, scope, rule = entries[number - 1]
+        verb: Literal["allow", "reject"] = "allow" if rule_kind == "allow" else "reject"
+        if words[0] == "project":
+            if project is None:
+                return "Answers cannot be kept for this project: the agent has no state folder."
+            if scope == "project":
+                return f"Already kept for this project: {line(entries[number - 1])}."
+            project.add(verb, [rule])
+            record(verb, rule.to_json())  # the project's copy now decides; the session's goes
+            return f"Kept for every session in this project: {line((rule_kind, 'project', rule))}."
         if scope == "session":
-            record("allow" if rule_kind == "allow" else "reject", rule.to_json())
+            record(verb, rule.to_json())
         elif project is not None:
             project.remove(rule_kind, rule)
         return f"Removed: {line(entries[number - 1])}. It asks again from now on."
-    return "Use `/permissions` to list the remembered approvals and `/permissions remove N` to remove one."
+    return (
+        "Use `/permissions` to list the remembered approvals, `/permissions remove N` to remove one "
+        "and `/permissions project N` to keep one for every session in this project."
+    )

@@ -140,13 +140,21 @@ class Question:
         assert self.parts is not None
         return [rule_for(self.tool, words) for words in self.parts]
 
-    def options(self, known_allow: Iterable[Rule], *, project: bool) -> list[Option]:
-        """The card's buttons, each saying exactly what it remembers."""
+    def options(
+        self, known_allow: Iterable[Rule], *, project: bool, names_shown: bool = True
+    ) -> list[Option]:
+        """The card's buttons, each saying exactly what it remembers.
+
+        A client that shows only a label per ``kind`` (``names_shown`` false) gets one option of
+        each kind: "always" then remembers the narrowest rule, for this session; a wider rule
+        (a folder, the project) is offered only to clients that show the words that say so.
+        """
         allow = self._remember(known_allow)
         reject = self._own
         if isinstance(self.subject, CommandSubject) and self.parts is not None and len(self.parts) > 1:
             # Rejecting a compound line rejects that line, not each of its parts everywhere.
             reject = (Rule(self.tool, "line", text=self.subject.command),)
+        project = project and names_shown
         options = [Option("allow_once", "Allow", "allow_once")]
 
         def label(verb: str, rules: Sequence[Rule]) -> str:
@@ -159,7 +167,7 @@ class Question:
         can_allow = not (isinstance(self.subject, CommandSubject) and not self.cwd_inside)
         if can_allow:
             options.append(Option("allow_always", label("Always allow", allow), "allow_always", allow))
-            if isinstance(self.subject, PathSubject):
+            if isinstance(self.subject, PathSubject) and names_shown:
                 folder_path = self.subject.path
                 if self.subject.verb in ("read", "write", "edit"):
                     folder_path = os.path.dirname(folder_path)

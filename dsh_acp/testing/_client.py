@@ -41,7 +41,9 @@ EXIT_LIMIT_S = 10.0
 """How long a subprocess agent may take to exit once its stdin is closed (then it is killed)."""
 
 PermissionAnswer = str | Literal["cancelled", "error"]
-"""An option id to select, ``"cancelled"`` (the outcome), or ``"error"`` (answer with an error)."""
+"""An option id to select, ``"cancelled"`` (the outcome), ``"error"`` (answer with an error), or
+``"kind:allow_always"``: the option a client that lists options by kind picks for that kind
+(CodeCompanion keeps the last option of each kind)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,14 +284,20 @@ class AcpClient:
         assert self._send is not None
         await self._send.send(data)
 
-    async def initialize(self, capabilities: Mapping[str, Any] | None = None, version: int = 1) -> Any:
-        """``initialize`` with the given client capabilities."""
+    async def initialize(
+        self,
+        capabilities: Mapping[str, Any] | None = None,
+        version: int = 1,
+        client_info: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """``initialize`` with the given client capabilities (and ``clientInfo``: the agent
+        knows some clients by name, e.g. ``{"name": "zed"}`` shows permission option names)."""
         return await self.request(
             "initialize",
             {
                 "protocolVersion": version,
                 "clientCapabilities": dict(capabilities or {}),
-                "clientInfo": {"name": "dsh-acp-test-client", "version": "1"},
+                "clientInfo": dict(client_info or {"name": "dsh-acp-test-client", "version": "1"}),
             },
         )
 
@@ -331,6 +339,12 @@ class AcpClient:
                 raise RpcError(-32603, "permission prompt failed")
             if choice == "cancelled":
                 return {"outcome": {"outcome": "cancelled"}}
+            if choice.startswith("kind:"):
+                kind = choice.removeprefix("kind:")
+                of_kind = [o["optionId"] for o in params.get("options", ()) if o.get("kind") == kind]
+                if not of_kind:
+                    raise RpcError(INVALID_PARAMS, f"the test client was offered no {kind} option")
+                choice = of_kind[-1]
             return {"outcome": {"outcome": "selected", "optionId": choice}}
         if method == "elicitation/create":
             if not self.elicitation_answers:

@@ -20,7 +20,8 @@ them):
 ``{"new_session": {"additionalDirectories": [...]}}``,
 ``{"prompt": {"text": "..." | "blocks": [...], "session": 1, "permissions": ["allow_once", ...],
 "elicitations": [{"action": "accept", "content": {...}}, ...], "cancel_after": N,
-"wait": false}}`` (what ``elicitation/create`` answers, in order; cancel once N updates of the
+"wait": false}}`` (a permission answer is an option id, or ``"kind:allow_always"``: what a client
+that lists options by kind picks; what ``elicitation/create`` answers, in order; cancel once N updates of the
 turn arrived; with ``"wait": false`` the next step follows as soon as the prompt is sent, and
 ``{"wait": {}}`` waits for every prompt still unanswered),
 ``{"files": {"path": "text"}}`` (the editor's buffers for ``fs/*``),

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["ClientProfile", "TerminalKey", "TerminalsChoice", "client_profile", "is_jetbrains"]
+__all__ = ["ClientProfile", "TerminalKey", "TerminalsChoice", "client_profile", "is_jetbrains", "is_zed"]
 
 TerminalKey = Literal["terminal_output", "terminal_output_delta"]
 TerminalsChoice = Literal["auto", "client", "agent"]
@@ -49,6 +49,10 @@ class ClientProfile:
     """Whether the client shows boolean config options (``session.configOptions.boolean``)."""
     terminal_login: bool = False
     """Whether the client can run a login command in a terminal (``auth.terminal``)."""
+    option_names: bool = False
+    """Whether the client is known to show each permission option's ``name`` (Zed, JetBrains).
+    Others may show only a label per ``kind`` (CodeCompanion), so they never get two options
+    of one kind that mean different things."""
 
 
 def is_jetbrains(client_info: Mapping[str, Any] | None) -> bool:
@@ -62,6 +66,11 @@ def is_jetbrains(client_info: Mapping[str, Any] | None) -> bool:
     return (isinstance(name, str) and name.lower().startswith("jetbrains")) or (
         isinstance(meta, Mapping) and meta.get("platform") == "intellij"
     )
+
+
+def is_zed(client_info: Mapping[str, Any] | None) -> bool:
+    """Whether ``clientInfo`` names Zed (``{"name": "zed", ...}``)."""
+    return isinstance(client_info, Mapping) and client_info.get("name") in ("zed", "Zed")
 
 
 def client_profile(
@@ -99,4 +108,5 @@ def client_profile(
         questions=isinstance(elicitation, Mapping) and isinstance(elicitation.get("form"), Mapping),
         boolean_options=isinstance(options, Mapping) and isinstance(options.get("boolean"), Mapping),
         terminal_login=isinstance(auth, Mapping) and auth.get("terminal") is True,
+        option_names=is_zed(client_info) or is_jetbrains(client_info),
     )

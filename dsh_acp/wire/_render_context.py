@@ -29,10 +29,16 @@ class RenderContext:
     """Whether the client shows compactions (``session.compaction``); else a summary is a message."""
     notices: bool = False
     """Whether the client shows ``notice`` updates (``session.notices``)."""
+    option_names: bool = False
+    """Whether the client is known to show permission options' names (see ``ClientProfile``)."""
 
     @classmethod
     def for_profile(cls, cwd: str, profile: ClientProfile) -> RenderContext:
         """Rendering for a client of this profile (see ``_client_profile``)."""
         return cls(
-            cwd=cwd, terminal_key=profile.terminal_key, compaction=profile.compaction, notices=profile.notices
+            cwd=cwd,
+            terminal_key=profile.terminal_key,
+            compaction=profile.compaction,
+            notices=profile.notices,
+            option_names=profile.option_names,
         )
