@@ -385,9 +385,11 @@ def test_client_profiles_decide_where_commands_run() -> None:
     assert client_profile(zed) == ClientProfile(terminal_key="terminal_output")
     assert client_profile(toad) == ClientProfile(client_terminals=True, can_read=True)
     assert client_profile(toad, jetbrains) == ClientProfile(
-        terminal_key="terminal_output_delta", can_read=True
+        terminal_key="terminal_output_delta", can_read=True, option_names=True
     )
     assert client_profile({}) == ClientProfile()
+    assert client_profile({}, {"name": "zed", "version": "0.200.0"}).option_names is True
+    assert client_profile({}, {"name": "CodeCompanion.nvim", "version": "1.0.0"}).option_names is False
     assert client_profile(zed, terminals="client") == ClientProfile(client_terminals=True)
     assert client_profile(toad, terminals="agent") == ClientProfile(can_read=True)
     assert client_profile({"_meta": {"terminal_output": True}}, terminals="client").client_terminals is False
