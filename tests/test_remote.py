@@ -413,3 +413,39 @@ def test_sigterm_cancels_every_turn_and_exits(
         assert agent.stop() == 0, agent.log
     assert _pid_gone(pid, 2)
     assert 'reason="the agent is shutting down"' in agent.log
+
+
+@pytest.mark.slow
+def test_an_http_event_stream_cut_and_reopened_gets_what_waited(tmp_path: Path) -> None:
+    # A proxy or a network blip ends the connection's event stream without a DELETE: the client
+    # opens it again within the grace period and gets the messages sent in between.
+    import http.client
+
+    agent = ListeningAgent(["--state-dir", str(tmp_path)], AGENT_ENV, tmp_path)
+    try:
+        auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+        _, headers, _ = _http(agent.url, body=INITIALIZE, **auth)
+        ids = {**auth, "Acp-Connection-Id": headers["acp-connection-id"]}
+        host, port = agent.origin.removeprefix("http://").split(":")
+
+        def open_stream() -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+            connection = http.client.HTTPConnection(host, int(port), timeout=10)
+            connection.request("GET", "/acp", headers={**ids, "Accept": "text/event-stream"})
+            response = connection.getresponse()
+            assert response.status == 200
+            return connection, response
+
+        open_stream()[0].close()  # cut
+        new_session = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path)}}
+        new_session["params"]["mcpServers"] = []
+        assert _http(agent.url, body=json.dumps(new_session).encode(), **ids)[0] == 202
+        stream, response = open_stream()
+        # The body's raw lines (chunk sizes among them): the buffer the headers were read from.
+        assert response.fp is not None
+        while not (line := response.fp.readline()).startswith(b"data: "):
+            pass
+        assert json.loads(line[6:])["result"]["sessionId"]
+        response.close()
+        stream.close()
+    finally:
+        assert agent.stop() == 0, agent.log
