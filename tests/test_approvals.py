@@ -252,25 +252,22 @@ def _approved_groups() -> dict[str, list[str]]:
     return {key: ATTACKS[key] for key in keys}
 
 
-@pytest.mark.parametrize("approved", sorted(_approved_groups()))
-async def test_attacks_through_the_real_agent_ask_and_leave_no_trace(
-    approved: str, acp_schema: AcpSchema, tmp_path: Path
-) -> None:
-    """As an attacker-controlled model would: after one "Always allow", every attack command
-    is sent through the real ``dsh-acp`` process; each must ask (the client rejects it)."""
+async def _attack(
+    acp_schema: AcpSchema, tmp_path: Path, approved: list[str], attacks: list[str]
+) -> tuple[list[str], str]:
+    """Through the real ``dsh-acp`` process, in a git repository ``tmp_path/ws``: each of
+    ``approved`` answered "Always allow", then each attack answered "Reject" if it is asked
+    about. The ids of the calls asked about (``c0``...) and everything the session showed."""
     ws = tmp_path / "ws"
     ws.mkdir()
     await anyio.run_process(["git", "init", "-q", str(ws)], check=False)
-    attacks = [
-        a.replace("{X}", str(tmp_path / f"pwned-{i}")) for i, a in enumerate(_approved_groups()[approved])
+    calls = [*approved, *attacks]
+    steps = [
+        _step(f"c{i}", "bash", command=c, description="x", timeout_ms=20000) for i, c in enumerate(calls)
     ]
-    calls = [{"command": approved, "description": "approved"}] + [
-        {"command": a, "description": "attack", "timeout_ms": 5000} for a in attacks
-    ]
-    turns = [[_step(f"c{i}", "bash", **args) for i, args in enumerate(calls)] + [{"text": "done"}]]
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": turns}))
-    answers = deque(["allow_always", *(["reject_once"] * len(attacks))])
+    script.write_text(json.dumps({"turns": [[*steps, {"text": "done"}]]}))
+    answers = deque(["allow_always"] * len(approved) + ["reject_once"] * len(attacks))
     args = ["--model", f"script:{script}", "--mode", "default", "--max-model-requests", "500"]
     args += ["--state-dir", str(tmp_path / "state")]
     async with AcpClient.subprocess(
@@ -280,13 +277,120 @@ async def test_attacks_through_the_real_agent_ask_and_leave_no_trace(
         sid = await client.new_session(str(ws))
         await client.prompt(sid, "attack")
         asked = [r["params"]["toolCall"]["toolCallId"] for r in client.agent_requests]
-    assert asked == [f"c{i}" for i in range(len(calls))]  # every attack was asked about
-    assert _markers(tmp_path) == []
+        shown = json.dumps(client.updates(sid))
     client.assert_valid()
+    return asked, shown
+
+
+@pytest.mark.parametrize("approved", sorted(_approved_groups()))
+async def test_attacks_through_the_real_agent_ask_and_leave_no_trace(
+    approved: str, acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    """As an attacker-controlled model would: after one "Always allow", every attack command
+    is sent through the real ``dsh-acp`` process; each must ask (the client rejects it)."""
+    attacks = [
+        a.replace("{X}", str(tmp_path / f"pwned-{i}")) for i, a in enumerate(_approved_groups()[approved])
+    ]
+    asked, _ = await _attack(acp_schema, tmp_path, [approved], attacks)
+    assert asked == [f"c{i}" for i in range(1 + len(attacks))]  # every attack was asked about
+    assert _markers(tmp_path) == []
+
+
+# Each approved with "Always allow" first; then, as a prompt-injected model would, its siblings.
+_SIBLINGS: dict[str, list[str]] = {
+    "cargo clean": ["cargo clean --target-dir {X}", "cargo clean --target-dir=../outside"],
+    "git archive HEAD": ["git archive -o {X} HEAD", "git archive -o{X} HEAD"],
+    "git init": ["git init {X}"],
+    "git worktree list": ["git worktree add {X}"],
+    "git apply --check p.patch": ["git apply --unsafe-paths p.patch"],
+    "ruff check": ["ruff check --fix {X}"],
+    "git diff": ["git diff --no-index {SECRET} f"],
+    "git commit -m fix": ["git commit -F {SECRET}", "git commit -F{SECRET}"],
+    "git rebase main": ["git rebase -x 'touch {X}' main", "git rebase --exec='touch {X}' main"],
+    "git bisect start": ["git bisect run touch {X}"],
+    "git difftool": ["git difftool -x 'touch {X}'"],
+    "git submodule status": ["git submodule foreach 'touch {X}'"],
+    "git config --get user.name": ["git config core.fsmonitor 'touch {X}'"],
+    "npm pkg get name": ["npm pkg set scripts.test='touch {X}'"],
+}
+
+
+@pytest.mark.slow
+async def test_this_rounds_siblings_ask_through_the_real_agent(acp_schema: AcpSchema, tmp_path: Path) -> None:
+    """The attacks of this round, through the real ``dsh-acp`` process: after each command is
+    allowed always, its siblings (short options, runner subcommands, paths outside, a write after
+    a read) must ask; the client rejects them, so no marker appears and no secret is read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.txt"
+    secret.write_text("the-secret-words\n")
+    attacks = [
+        attack.replace("{X}", str(tmp_path / f"pwned-{n}")).replace("{SECRET}", str(secret))
+        for n, attack in enumerate(a for attacks in _SIBLINGS.values() for a in attacks)
+    ]
+    asked, shown = await _attack(acp_schema, tmp_path, list(_SIBLINGS), attacks)
+    assert asked == [f"c{i}" for i in range(len(_SIBLINGS) + len(attacks))]  # every one was asked about
+    assert _markers(tmp_path) == []
+    assert "the-secret-words" not in shown
+
+
+def test_rule_keys_match_what_a_command_does() -> None:
+    # A group's action is part of the key: a read never covers a write of the same subcommand.
+    assert _always("git config --get user.name") == (Rule("bash", "prefix", ("git", "config", "--get")),)
+    assert _always("npm pkg get name") == (Rule("bash", "prefix", ("npm", "pkg", "get")),)
+    assert _always("git stash") == (Rule("bash", "exact", ("git", "stash")),)  # stash alone pushes
+    # Runner subcommands, arity-dependent ones and unknown programs are remembered exactly.
+    for line in ["git bisect run make", "git difftool", "git branch", "aws s3 ls", "rake test", "yarn build"]:
+        (rule,) = _always(line)
+        assert rule.kind == "exact", line
+    # A path outside the project makes the rule exact, also when it comes after `--`.
+    assert _always("cargo clean --target-dir ../x") == (
+        Rule("bash", "exact", ("cargo", "clean", "--target-dir", "../x")),
+    )
+    assert _always("git diff -- /etc/passwd")[0].kind == "exact"
+    labels = Question.of("bash", CommandSubject("npm pkg get name", ROOT), (ROOT,)).options([], project=False)
+    assert labels[1].name == "Always allow `npm pkg get` commands"
+
+
+def test_paths_are_resolved_through_symbolic_links(tmp_path: Path) -> None:
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "link").symlink_to(elsewhere)
+    roots = (str(project),)
+
+    def question(command: str) -> Question:
+        return Question.of("bash", CommandSubject(command, str(project)), roots)
+
+    always = next(
+        o for o in question("cargo clean").options([], project=False) if o.option_id == "allow_always"
+    )
+    assert question("cargo clean --target-dir target").allowed_by(always.remember)
+    assert not question("cargo clean --target-dir link/target").allowed_by(always.remember)
+    assert not question(f"cargo clean --target-dir {elsewhere}").allowed_by(always.remember)
+
+
+def test_a_rejection_covers_every_command_with_its_key() -> None:
+    reject = Question.of("bash", CommandSubject("git push origin", ROOT), (ROOT,))._own
+    assert reject == (Rule("bash", "prefix", ("git", "push")),)
+    for line in ["git push --force", "git push --receive-pack=x origin", "git push ../outside/r"]:
+        assert Question.of("bash", CommandSubject(line, ROOT), (ROOT,)).rejected_by(reject), line
+
+
+def test_stored_rules_are_only_keys_the_agent_would_make() -> None:
+    def stored(*words: str) -> Rule | None:
+        return rule_from_json({"tool": "bash", "kind": "prefix", "words": list(words)})
+
+    assert stored("git", "status") == Rule("bash", "prefix", ("git", "status"))
+    assert stored("git", "config", "--get") is not None
+    assert stored("git", "config") is None  # would cover writes
+    assert stored("npm", "pkg") is None
+    assert stored("git", "bisect") is None
+    assert stored("brew", "install") is None  # an older, wider rule: dropped, never trusted
 
 
 def test_corpus_size() -> None:
-    assert sum(len(a) for a in ATTACKS.values()) >= 150
+    assert sum(len(a) for a in ATTACKS.values()) >= 400
     assert sys.version_info >= (3, 11)
 
 

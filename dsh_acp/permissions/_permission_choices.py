@@ -11,7 +11,7 @@ from typing import Literal
 from dsh_acp.wire._client_requests import PermissionOption
 from dsh_tools import ApprovalSubject, CommandSubject, PathSubject
 
-from ._rules import STATEFUL, Rule, inside, rule_for, spell
+from ._rules import STATEFUL, Place, Rule, inside, rule_for, spell
 from ._shellwords import split_command_line
 
 __all__ = ["Option", "Question"]
@@ -48,6 +48,11 @@ class Question:
     parts: list[tuple[str, ...]] | None = None
     cwd_inside: bool = True
     cwd: str | None = None
+
+    @property
+    def place(self) -> Place:
+        """Where the command runs, for the rules' path checks."""
+        return Place(self.cwd, self.roots)
 
     @classmethod
     def of(
@@ -91,7 +96,7 @@ class Question:
         if isinstance(subject, CommandSubject):
             if self.parts is None:
                 return (Rule(tool, "line", text=subject.command),)
-            return tuple(dict.fromkeys(rule_for(tool, words) for words in self.parts))
+            return tuple(dict.fromkeys(rule_for(tool, words, self.place) for words in self.parts))
         if isinstance(subject, PathSubject):
             return (Rule(tool, "path", text=subject.path, verb=subject.verb),)
         return (Rule(tool, "tool"),)
@@ -104,7 +109,11 @@ class Question:
                 return next((r for r in mine if r.kind == "line" and r.text == subject.command), None)
             if not any_part and len(self.parts) > 1 and any(p[0] in STATEFUL for p in self.parts):
                 return None  # `cd elsewhere && allowed`: the next part no longer means what it says
-            found = [next((r for r in mine if r.covers_words(words)), None) for words in self.parts]
+            place, allowing = self.place, not any_part
+            found = [
+                next((r for r in mine if r.covers_words(words, place, allowing=allowing)), None)
+                for words in self.parts
+            ]
             if any_part:
                 return next((r for r in found if r is not None), None)
             return found[0] if found and all(found) else None
@@ -128,7 +137,7 @@ class Question:
             missing = [
                 rule
                 for rule, words in zip(self._own_per_part(), self.parts, strict=True)
-                if not any(k.tool == self.tool and k.covers_words(words) for k in known)
+                if not any(k.tool == self.tool and k.covers_words(words, self.place) for k in known)
             ]
             rules = tuple(dict.fromkeys(missing)) or self._own
             if len(_join([r.phrase() for r in rules])) > _MAX_LABEL:
@@ -138,7 +147,7 @@ class Question:
 
     def _own_per_part(self) -> list[Rule]:
         assert self.parts is not None
-        return [rule_for(self.tool, words) for words in self.parts]
+        return [rule_for(self.tool, words, self.place) for words in self.parts]
 
     def options(
         self, known_allow: Iterable[Rule], *, project: bool, names_shown: bool = True
