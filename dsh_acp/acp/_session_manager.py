@@ -80,7 +80,7 @@ class SessionManager:
         if self._tools is None:
             tools = ToolRegistry()
             # The mode policy goes first so that it wraps every other policy (see _modes).
-            tools.on_pre_execute(mode_gate(tools))
+            tools.on_pre_execute(mode_gate(tools, self._agent_folders()))
             try:
                 # A --tools module that does not load stopped the command already (launch's
                 # _tool_modules); what is left is a configuration built in code, or a tool named
@@ -94,6 +94,15 @@ class SessionManager:
                 self.config.configure_registry(tools)
             self._tools = tools
         return self._tools
+
+    def _agent_folders(self) -> tuple[str, ...]:
+        """The agent's own folders, where a tool call's card may not name a path unasked: the
+        configuration (the API key ``dsh-acp login`` keeps) and the state (session logs, the
+        approvals kept for projects)."""
+        from dsh_acp.models._settings import default_config_path
+
+        state = (str(self.config.state_dir),) if self.config.state_dir is not None else ()
+        return (str(default_config_path().parent), *state)
 
     def get(self, session_id: str) -> Session:
         """The open session of this id, or the not-found error."""

@@ -7,11 +7,15 @@
 
 It wraps the other policies: whatever they deny stays denied in every mode (read-before-edit, a
 stale file), and what they ask about (access outside the workspace) is asked in every mode but
-``bypass``.
+``bypass``. It also reads the paths every call's card declares (``_declared_paths``): one outside
+the workspace, in a git folder (for a call that may change files) or in the agent's own folders
+asks in every mode but ``bypass``, about that path, so that an answer given for the tool inside
+the workspace ("Always allow `rename` calls") never covers it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -20,15 +24,18 @@ from dsh_tools import (
     Allow,
     Ask,
     Deny,
+    PathSubject,
     PreExecuteListener,
     PreNext,
     PreToolDecision,
+    ToolDefinition,
     ToolExecution,
     ToolRegistry,
 )
 
 if TYPE_CHECKING:  # the rules module loads with the first session that can remember answers
     from ._approvals import ProjectRules
+    from ._declared_paths import PathProblem
     from ._rules import Rule
 
 __all__ = ["MODES", "ModeId", "PermissionState", "mode_gate", "modes_wire"]
@@ -96,8 +103,12 @@ def modes_wire(state: PermissionState) -> SessionModeState:
     }
 
 
-def mode_gate(registry: ToolRegistry) -> PreExecuteListener:
-    """The mode policy for every session of ``registry`` (each session's state is in its services)."""
+def mode_gate(registry: ToolRegistry, agent_folders: Sequence[str] = ()) -> PreExecuteListener:
+    """The mode policy for every session of ``registry`` (each session's state is in its services).
+
+    ``agent_folders`` are the agent's own configuration and state folders: a call whose card names
+    a path in them asks (see ``_declared_paths``), as one naming a path outside the workspace does.
+    """
 
     async def gate(execution: ToolExecution, next_: PreNext) -> PreToolDecision:
         decision = await next_()
@@ -117,6 +128,11 @@ def mode_gate(registry: ToolRegistry) -> PreExecuteListener:
                 f"the session is in plan mode, where only read-only tools run ({execution.name} is not one); "
                 "describe the change instead, and the user can switch modes to let it run"
             )
+        if definition is not None and definition.present_call is not None:
+            writes = not read_only and kind not in _READING
+            asked = _declared(execution, definition, decision, agent_folders, state, writes=writes)
+            if asked is not None:
+                return asked
         if isinstance(decision, Ask):
             return decision
         if read_only or kind in _READING:
@@ -126,3 +142,57 @@ def mode_gate(registry: ToolRegistry) -> PreExecuteListener:
         return Ask(f"{kind} tools ask first in {MODES[mode][0].lower()} mode")
 
     return gate
+
+
+def _declared(
+    execution: ToolExecution,
+    definition: ToolDefinition,
+    decision: PreToolDecision,
+    agent_folders: Sequence[str],
+    state: PermissionState | None,
+    *,
+    writes: bool,
+) -> Ask | None:
+    """The question about the paths the call's card names, or ``None`` when none needs one."""
+    from ._declared_paths import declared_paths, path_problems, workspace_roots
+
+    paths = declared_paths(definition.call_view(execution.arguments), execution.cwd)
+    if not paths:
+        return None
+    problems = path_problems(paths, workspace_roots(execution), agent_folders, writes=writes)
+    if not problems:
+        return None
+    if isinstance(decision, Ask) and _about(decision, problems):
+        return decision  # a tool's own policy asked about that very path (the file tools do)
+    verb = "edit" if writes else "read"
+    reason = "; ".join(
+        f"{verb} {p.shown}{'' if p.real == p.shown else f' (really {p.real})'}, {p.why}" for p in problems
+    )
+    chosen = _undecided(problems, verb, execution.name, state)
+    return Ask(reason, subject=PathSubject(verb, chosen.real, chosen.shown))
+
+
+def _about(ask: Ask, problems: Sequence[PathProblem]) -> bool:
+    """Whether ``ask`` is already about the one path of ``problems``."""
+    subject = ask.subject
+    return isinstance(subject, PathSubject) and all(problem.real == subject.path for problem in problems)
+
+
+def _undecided(
+    problems: Sequence[PathProblem], verb: str, tool: str, state: PermissionState | None
+) -> PathProblem:
+    """Which path the question is about: one the user always rejects, else one no remembered
+    answer allows (so that "always" covers a call only when it covers each of its paths)."""
+    if len(problems) == 1 or state is None:
+        return problems[0]
+    project_allow, project_reject = state.project.load() if state.project is not None else ([], [])
+    allow = [rule for rule in (*state.allow, *project_allow) if rule.tool == tool]
+    reject = [rule for rule in (*state.reject, *project_reject) if rule.tool == tool]
+    subjects = [(problem, PathSubject(verb, problem.real, problem.shown)) for problem in problems]
+    for problem, subject in subjects:
+        if any(rule.covers_path(subject) for rule in reject):
+            return problem
+    for problem, subject in subjects:
+        if not any(rule.covers_path(subject) for rule in allow):
+            return problem
+    return problems[0]
