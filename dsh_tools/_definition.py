@@ -33,13 +33,13 @@ __all__ = [
 _log = logging.getLogger("dsh_tools")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-_PREVIEWING: ContextVar[bool] = ContextVar("dsh_tools_previewing", default=False)
-"""Set while a presenter previews arguments still streaming: incomplete arguments are expected
+_STREAMING: ContextVar[bool] = ContextVar("dsh_tools_streaming", default=False)
+"""Set while a presenter draws arguments still streaming: incomplete arguments are expected
 not to parse, so their failures are logged at debug level, not as warnings."""
 
 
 def _complain(message: str, *args: Any, exc_info: bool = False) -> None:
-    (_log.debug if _PREVIEWING.get() else _log.warning)(message, *args, exc_info=exc_info)
+    (_log.debug if _STREAMING.get() else _log.warning)(message, *args, exc_info=exc_info)
 
 
 M = TypeVar("M", bound="BaseModel")
@@ -111,6 +111,11 @@ class ToolDefinition:
     """Rules of use the system prompt states for this tool, one sentence each (``bash``: commands
     get no input). A rule several tools give in the same words is stated once, where the first
     of them is registered; the tool's own description says the rest."""
+    preview: Callable[[Any, ToolExecution], Awaitable[ToolCallView | None]] | None = None
+    """The card a person approving the call is shown, computed from what the call would do now
+    (``edit``: the whole file before and after), or ``None`` for ``present_call``'s card. A host
+    runs it only before asking, and only when every path the call's card names is one it may
+    read unasked (inside the workspace); it must read nothing else and change nothing."""
 
     def subject_of(self, execution: ToolExecution) -> ApprovalSubject | None:
         """``approval_subject`` made safe: arguments it cannot read give ``None`` (the tool)."""
@@ -137,14 +142,25 @@ class ToolDefinition:
             _complain("present_call of tool %r failed; using the generic card", self.name, exc_info=True)
             return None
 
-    def preview_view(self, arguments: Any) -> ToolCallView | None:
+    def streaming_view(self, arguments: Any) -> ToolCallView | None:
         """``call_view`` for arguments that are still streaming (incomplete, often invalid):
         ``None`` when they do not present, with nothing logged above debug level."""
-        token = _PREVIEWING.set(True)
+        token = _STREAMING.set(True)
         try:
             return self.call_view(arguments)
         finally:
-            _PREVIEWING.reset(token)
+            _STREAMING.reset(token)
+
+    async def approval_view(self, execution: ToolExecution) -> ToolCallView | None:
+        """``preview`` made safe for a UI: none, or one that fails, gives ``None`` (the call's
+        own card), with a warning for a failure."""
+        if self.preview is None:
+            return None
+        try:
+            return await self.preview(execution.arguments, execution)
+        except Exception:
+            _log.warning("preview of tool %r failed; showing its call card", self.name, exc_info=True)
+            return None
 
     def result_view(self, arguments: Any, result: ToolResult) -> ToolResultView | None:
         """``present_result`` made safe for a UI: a raising presenter gives ``None`` and a warning."""
@@ -216,6 +232,21 @@ def _soft(name: str, parse: Callable[[Any], A], present: Callable[..., Any]) -> 
     return wrapper
 
 
+def _soft_preview(
+    parse: Callable[[Any], A], preview: Callable[[A, ToolExecution], Awaitable[Any]]
+) -> Callable[[Any, ToolExecution], Awaitable[Any]]:
+    """Wrap a preview so that arguments that do not parse give ``None`` (the call's own card)."""
+
+    async def wrapper(arguments: Any, execution: ToolExecution) -> Any:
+        try:
+            parsed = parse(arguments)
+        except ToolArgsError:
+            return None
+        return await preview(parsed, execution)
+
+    return wrapper
+
+
 @overload
 def define_tool(
     *,
@@ -225,6 +256,7 @@ def define_tool(
     execute: Callable[[M, ToolExecution], Awaitable[ExecuteReturn]],
     present_call: Callable[[M], ToolCallView | None] | None = None,
     present_result: Callable[[M, ToolResult], ToolResultView | None] | None = None,
+    preview: Callable[[M, ToolExecution], Awaitable[ToolCallView | None]] | None = None,
     kind: ToolKind = "other",
     read_only: bool = False,
     parallel_safe: bool | None = None,
@@ -242,6 +274,7 @@ def define_tool(
     execute: Callable[[dict[str, Any], ToolExecution], Awaitable[ExecuteReturn]],
     present_call: Callable[[dict[str, Any]], ToolCallView | None] | None = None,
     present_result: Callable[[dict[str, Any], ToolResult], ToolResultView | None] | None = None,
+    preview: Callable[[dict[str, Any], ToolExecution], Awaitable[ToolCallView | None]] | None = None,
     kind: ToolKind = "other",
     read_only: bool = False,
     parallel_safe: bool | None = None,
@@ -258,6 +291,7 @@ def define_tool(
     execute: Callable[[Any, ToolExecution], Awaitable[ExecuteReturn]],
     present_call: Callable[[Any], ToolCallView | None] | None = None,
     present_result: Callable[[Any, ToolResult], ToolResultView | None] | None = None,
+    preview: Callable[[Any, ToolExecution], Awaitable[ToolCallView | None]] | None = None,
     kind: ToolKind = "other",
     read_only: bool = False,
     parallel_safe: bool | None = None,
@@ -273,7 +307,9 @@ def define_tool(
     ``approval_subject`` gets the raw arguments (it must not trust them) and the execution.
     ``prompt_rules`` are sentences for the system prompt's rules (one line each).
     The presenters receive the same parsed arguments; they are wrapped so that arguments that
-    do not parse give ``None`` (the generic card) instead of an exception.
+    do not parse give ``None`` (the generic card) instead of an exception. ``preview`` (async,
+    the parsed arguments and the execution) gives the card a person approving the call sees
+    (see ``ToolDefinition.preview``).
     """
     problems: list[str] = []
     if not isinstance(name, str) or not _NAME.match(name):
@@ -284,6 +320,7 @@ def define_tool(
         ("execute", execute, False),
         ("present_call", present_call, True),
         ("present_result", present_result, True),
+        ("preview", preview, True),
     )
     for label, value, optional in callables:
         if not callable(value) and not (optional and value is None):
@@ -321,6 +358,7 @@ def define_tool(
         execute=execute,
         present_call=None if present_call is None else _soft(name, parse, present_call),
         present_result=None if present_result is None else _soft(name, parse, present_result),
+        preview=None if preview is None else _soft_preview(parse, preview),
         kind=kind,
         read_only=read_only,
         parallel_safe=read_only if parallel_safe is None else parallel_safe,

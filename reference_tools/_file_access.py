@@ -13,7 +13,16 @@ from dsh_tools.filesystem import FileSystem, FileTooLargeError, LocalFileSystem,
 from . import _hunks
 from ._read_tracker import TextPrint, tracker
 
-__all__ = ["CheckedPaths", "check_fresh", "file_system", "read_text", "stamp", "target", "write_text"]
+__all__ = [
+    "CheckedPaths",
+    "check_fresh",
+    "checked",
+    "file_system",
+    "read_text",
+    "stamp",
+    "target",
+    "write_text",
+]
 
 _LOCAL = LocalFileSystem()
 
@@ -30,6 +39,13 @@ def target(execution: ToolExecution, path: str) -> str:
     """The real path a call acts on: the one its policy checked, else resolved now."""
     checked = execution.services.get(CheckedPaths)
     real = checked.paths.pop(execution.call_id, None) if checked is not None else None
+    return real if real is not None else os.path.realpath(path)
+
+
+def checked(execution: ToolExecution, path: str) -> str:
+    """``target`` for a look before the call runs (its preview): the call keeps its checked path."""
+    paths = execution.services.get(CheckedPaths)
+    real = paths.paths.get(execution.call_id) if paths is not None else None
     return real if real is not None else os.path.realpath(path)
 
 

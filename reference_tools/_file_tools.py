@@ -37,6 +37,7 @@ __all__ = [
     "MAX_READ_BYTES",
     "MAX_READ_LINES",
     "PREFER_FILE_TOOLS",
+    "WHOLE_FILE_LIMIT",
     "edit_tool",
     "read_tool",
     "result_meta",
@@ -52,6 +53,10 @@ first: an edit of a file not read, or changed since, is refused)."""
 MAX_READ_LINES = 2000
 MAX_READ_BYTES = 100 * 1024
 _MAX_LINE_CHARS = 2000
+WHOLE_FILE_LIMIT = 256 * 1024
+"""Bytes of a file (and characters of its text after the change) up to which the card a person
+approves shows it whole: the card is sent twice (the call and the permission request) and kept
+in the session log."""
 
 
 def result_meta(result: ToolResult) -> dict[str, Any] | None:
@@ -154,6 +159,34 @@ read_tool = define_tool(
 )
 
 
+# -- the approval card: the whole file before and after --------------------------------------
+#
+# Some clients (Toad) number a diff's lines as if oldText and newText were whole files, so a
+# fragment replaced at line 120 shows at line 1. For the person approving, write and edit offer
+# the file's whole text before and after the change, computed as the call will make it: every
+# client then numbers the lines right, and those that diff for themselves (Zed, JetBrains) show
+# the same hunk in context. A file that is large, missing or not text, or a change the call
+# would refuse, keeps the call card. The host runs these only for a path it may read unasked.
+
+
+async def _whole_text(execution: ToolExecution, path: str) -> str | None:
+    """The file's text as the tools see it, if it is small enough to show whole."""
+    real = _file_access.checked(execution, path)
+    try:
+        # A stat costs microseconds, less than a hop to a worker thread.
+        if os.stat(real).st_size > WHOLE_FILE_LIMIT:
+            return None
+        return await _file_access.file_system(execution).read_text(real)
+    except (OSError, ValueError):  # missing, a directory, not text, too large for the backend
+        return None
+
+
+def _whole_card(card: ToolCallView, path: str, before: str, after: str) -> ToolCallView | None:
+    if len(before) > WHOLE_FILE_LIMIT or len(after) > WHOLE_FILE_LIMIT or not isinstance(card, DiffCallView):
+        return None
+    return card.model_copy(update={"diffs": (FileDiff(path=path, old_text=before, new_text=after),)})
+
+
 # -- write -------------------------------------------------------------------------------
 
 _WRITE_PARAMETERS: SchemaSpec = {
@@ -191,6 +224,14 @@ def _present_write(args: dict[str, Any]) -> ToolCallView:
     # the result card replaces it with the hunks actually applied.
     diff = FileDiff(path=path, old_text=None, new_text=args["content"])
     return DiffCallView(title=f"Write {path}", diffs=(diff,), locations=(Location(path=path),))
+
+
+async def _preview_write(args: dict[str, Any], execution: ToolExecution) -> ToolCallView | None:
+    path = _paths.absolute(execution, args["file_path"])
+    before = await _whole_text(execution, path)
+    if before is None:  # a new file: the call card shows it whole already
+        return None
+    return _whole_card(_present_write(args), args["file_path"], before, args["content"].replace("\r\n", "\n"))
 
 
 def _diff_result(
@@ -231,6 +272,7 @@ write_tool = define_tool(
     execute=_write,
     present_call=_present_write,
     present_result=_present_write_result,
+    preview=_preview_write,
     kind="edit",
     prompt_rules=_EDITING_RULES,
 )
@@ -288,6 +330,22 @@ def _present_edit(args: dict[str, Any]) -> ToolCallView:
     return DiffCallView(title=f"Edit {path}", diffs=(diff,), locations=(Location(path=path),))
 
 
+async def _preview_edit(args: dict[str, Any], execution: ToolExecution) -> ToolCallView | None:
+    path = _paths.absolute(execution, args["file_path"])
+    old, new = args["old_string"].replace("\r\n", "\n"), args["new_string"].replace("\r\n", "\n")
+    if not old or old == new:
+        return None
+    before = await _whole_text(execution, path)
+    if before is None:
+        return None
+    replace_all = bool(args.get("replace_all", False))
+    sites = _hunks.find_sites(before, old, limit=None if replace_all else 2)
+    if not sites or (len(sites) > 1 and not replace_all):
+        return None  # the call will say why it cannot make the change
+    after = str(_hunks.Splice(before, sites, old, new))
+    return _whole_card(_present_edit(args), args["file_path"], before, after)
+
+
 def _present_edit_result(args: dict[str, Any], result: ToolResult) -> ToolResultView | None:
     meta = result_meta(result)
     if meta is None:
@@ -306,6 +364,7 @@ edit_tool = define_tool(
     execute=_edit,
     present_call=_present_edit,
     present_result=_present_edit_result,
+    preview=_preview_edit,
     kind="edit",
     prompt_rules=_EDITING_RULES,
 )

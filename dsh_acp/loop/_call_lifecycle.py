@@ -10,6 +10,7 @@ bridge functions.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -19,6 +20,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from dsh_acp.models._model import ToolCallRequest
+from dsh_acp.permissions._declared_paths import PreviewableCalls
 from dsh_acp.session._events import ToolCalled, ToolCancelled, ToolContext, ToolFinished
 from dsh_acp.session._session import Session
 from dsh_acp.wire._bridge import (
@@ -34,11 +36,11 @@ from dsh_tools import (
     Allow,
     Ask,
     Deny,
-    DiffCallView,
     PlanView,
     ProgressEvent,
     TerminalAttached,
     TextBlock,
+    ToolCallView,
     ToolErrorInfo,
     ToolExecution,
     ToolExecutionResult,
@@ -50,7 +52,9 @@ from ._kept_output import Printed, model_content
 from ._loop_settings import LoopSettings
 from ._streaming_cards import StreamingCards
 
-__all__ = ["CUT_OFF_TEXT", "ToolStep", "view_json"]
+__all__ = ["CUT_OFF_TEXT", "PREVIEW_SECONDS", "ToolStep", "view_json"]
+
+_log = logging.getLogger("dsh_acp.turn")
 
 CUT_OFF_TEXT = (
     "the response reached the model's output limit before this call was complete, so it was "
@@ -308,16 +312,18 @@ class ToolStep:
     async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
         from ._ask_permission import PermissionQuestion  # loaded with the first question, not at start-up
 
+        previewable = execution.services.get(PreviewableCalls)
+        may_preview = previewable is not None and execution.call_id in previewable.ids
+        if previewable is not None:
+            previewable.ids.discard(execution.call_id)
         asking = PermissionQuestion(self.session, execution, ask)
         answer = asking.remembered()
         if answer is not None:
             return answer
         call = self._calls[execution.call_id]
         view = call.info.view
-        if isinstance(view, DiffCallView) and call.card is CardState.UNSHOWN:
-            from ._whole_diffs import widened  # an approval of an edit, not start-up, loads it
-
-            view = await widened(view, self.session.cwd, execution.services)
+        if may_preview and call.card is CardState.UNSHOWN:
+            view = await _preview(self.session, execution) or view
         question = asking.question
         call.info = replace(call.info, view=view, notice=question.notice, cwd=question.cwd)
         await self._announce(call, "pending")
@@ -346,6 +352,25 @@ class ToolStep:
                     await self.session.send(update)
         if self._step:
             self._settle_step()
+
+
+PREVIEW_SECONDS = 5.0
+"""How long a tool's preview may take before the person is asked with its call card instead."""
+
+
+async def _preview(session: Session, execution: ToolExecution) -> ToolCallView | None:
+    """The card the tool offers a person approving the call (its ``preview``), if it has one and
+    gives it in time. Only for calls the gate found to name no path it asks about: nothing
+    outside the workspace is read for a card before the person answered."""
+    definition = session.registry.get(execution.name)
+    if definition is None or definition.preview is None:
+        return None
+    with anyio.move_on_after(PREVIEW_SECONDS):
+        return await definition.approval_view(execution)
+    _log.warning(
+        "the preview of %s took over %g s; asking with its call card", execution.name, PREVIEW_SECONDS
+    )
+    return None
 
 
 def _rejection(call: _Call) -> ToolExecutionResult:

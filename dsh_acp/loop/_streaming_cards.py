@@ -60,7 +60,7 @@ def preview_title(definition: ToolDefinition, text: str, cwd: str) -> str | None
     arguments = _complete_members(text)
     if arguments is None or not _fill_missing(definition.parameters, arguments):
         return None
-    view = definition.preview_view(arguments)
+    view = definition.streaming_view(arguments)
     if not isinstance(view, GenericCallView | DiffCallView) or _MISSING in view.title:
         return None
     title = shown_text(relativize_title(view.title, cwd))
@@ -85,7 +85,7 @@ def preview_plan(definition: ToolDefinition, text: str) -> PlanView | None:
         arguments[key] = arguments[key][:-1]
     if not _fill_missing(definition.parameters, arguments):
         return None
-    view = definition.preview_view(arguments)
+    view = definition.streaming_view(arguments)
     if not isinstance(view, PlanView) or not view.entries:
         return None
     if any(_MISSING in entry.content for entry in view.entries):
@@ -224,7 +224,7 @@ class StreamingCards:
         # says which on stand-ins for the arguments (none it can judge by: a card).
         probe: dict[str, Any] = {}
         view = (
-            definition.preview_view(probe)
+            definition.streaming_view(probe)
             if _fill_missing(definition.parameters, probe, probe=True)
             else None
         )

@@ -30,7 +30,7 @@ from typing import Any
 from dsh_acp.wire._bridge import absolute
 from dsh_tools import DiffCallView, GenericCallView, ToolExecution
 
-__all__ = ["PathProblem", "declared_paths", "path_problems", "workspace_roots"]
+__all__ = ["PathProblem", "PreviewableCalls", "declared_paths", "path_problems", "workspace_roots"]
 
 _POINTER_BYTES = 4096
 """How much of a ``.git`` file is read: one ``gitdir:`` line."""
@@ -44,6 +44,15 @@ class PathProblem:
     shown: str
     real: str
     why: str
+
+
+class PreviewableCalls:
+    """A session's calls the gate asks about whose cards name paths, none of which it asks about
+    (a per-session service): only for these may a tool's preview read files to build the card a
+    person approves, before that person answered. The approval takes its call's mark."""
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
 
 
 def declared_paths(view: Any, cwd: str | None) -> list[str]:

@@ -128,20 +128,28 @@ def mode_gate(registry: ToolRegistry, agent_folders: Sequence[str] = ()) -> PreE
                 f"the session is in plan mode, where only read-only tools run ({execution.name} is not one); "
                 "describe the change instead, and the user can switch modes to let it run"
             )
+        clean = False
         if definition is not None and definition.present_call is not None:
             writes = not read_only and kind not in _READING
-            asked = _declared(execution, definition, decision, agent_folders, state, writes=writes)
+            asked, clean = _declared(execution, definition, decision, agent_folders, state, writes=writes)
             if asked is not None:
                 return asked
-        if isinstance(decision, Ask):
-            return decision
-        if read_only or kind in _READING:
-            return Allow()
-        if mode == "accept_edits" and kind in _EDITING:
-            return Allow()
-        return Ask(f"{kind} tools ask first in {MODES[mode][0].lower()} mode")
+        result = decision if isinstance(decision, Ask) else _by_mode(mode, kind, read_only)
+        if clean and isinstance(result, Ask):
+            from ._declared_paths import PreviewableCalls
+
+            execution.services.setdefault(PreviewableCalls, PreviewableCalls).ids.add(execution.call_id)
+        return result
 
     return gate
+
+
+def _by_mode(mode: str, kind: str, read_only: bool) -> Allow | Ask:
+    if read_only or kind in _READING:
+        return Allow()
+    if mode == "accept_edits" and kind in _EDITING:
+        return Allow()
+    return Ask(f"{kind} tools ask first in {MODES[mode][0].lower()} mode")
 
 
 def _declared(
@@ -152,24 +160,25 @@ def _declared(
     state: PermissionState | None,
     *,
     writes: bool,
-) -> Ask | None:
-    """The question about the paths the call's card names, or ``None`` when none needs one."""
+) -> tuple[Ask | None, bool]:
+    """The question about the paths the call's card names (``None`` when none needs one), and
+    whether it names paths and none of them needs one (a preview may then read them)."""
     from ._declared_paths import declared_paths, path_problems, workspace_roots
 
     paths = declared_paths(definition.call_view(execution.arguments), execution.cwd)
     if not paths:
-        return None
+        return None, False
     problems = path_problems(paths, workspace_roots(execution), agent_folders, writes=writes)
     if not problems:
-        return None
+        return None, True
     if isinstance(decision, Ask) and _about(decision, problems):
-        return decision  # a tool's own policy asked about that very path (the file tools do)
+        return decision, False  # a tool's own policy asked about that very path (the file tools do)
     verb = "edit" if writes else "read"
     reason = "; ".join(
         f"{verb} {p.shown}{'' if p.real == p.shown else f' (really {p.real})'}, {p.why}" for p in problems
     )
     chosen = _undecided(problems, verb, execution.name, state)
-    return Ask(reason, subject=PathSubject(verb, chosen.real, chosen.shown))
+    return Ask(reason, subject=PathSubject(verb, chosen.real, chosen.shown)), False
 
 
 def _about(ask: Ask, problems: Sequence[PathProblem]) -> bool:
