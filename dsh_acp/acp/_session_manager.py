@@ -15,6 +15,7 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig, ModelChoice
+from dsh_acp._safe_text import visible
 from dsh_acp.loop._commands import available_commands
 from dsh_acp.loop._instructions import ProjectInstructions
 from dsh_acp.permissions._modes import PermissionState, mode_gate
@@ -338,7 +339,7 @@ class SessionManager:
                     title, _, detail = failure.partition(": ")
                     await session.send(notice("warning", title, detail))
             elif failures:
-                await session.say("\n".join(failures), self.config.message_ids())
+                await session.say("\n".join(map(visible, failures)), self.config.message_ids())
             if skipped:
                 text = f"The session log had lines that could not be read, skipped: {', '.join(skipped)}."
                 if session.render.notices:
@@ -413,7 +414,7 @@ class SessionManager:
                     "sessionId": s.session_id,
                     "cwd": s.cwd,
                     "additionalDirectories": s.additional_directories,
-                    "title": s.title,
+                    "title": None if s.title is None else visible(s.title),
                     "updatedAt": s.updated_at,
                 }
                 for s in stored[start : start + SESSIONS_PAGE]

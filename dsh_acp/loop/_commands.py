@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from dsh_acp._safe_text import visible
 from dsh_acp.wire._updates import AvailableCommandsUpdate, available_commands_update
 
 if TYPE_CHECKING:  # the content models are pydantic's: a prompt has loaded them by the time they are read
@@ -94,5 +95,5 @@ def tools_text(schemas: Sequence[ToolSchema]) -> str:
     lines = ["Tools:"]
     for schema in schemas:
         first = schema.description.strip().splitlines()[0] if schema.description.strip() else ""
-        lines.append(f"- `{schema.name}`: {first}")
+        lines.append(visible(f"- `{schema.name}`: {first}"))  # an MCP server's words
     return "\n".join(lines)

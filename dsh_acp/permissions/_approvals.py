@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import orjson
 
+from dsh_acp._safe_text import visible
+
 from ._rules import Rule, rule_from_json
 
 __all__ = ["ProjectRules", "permissions_command"]
@@ -124,7 +126,8 @@ def permissions_command(
     def line(entry: tuple[str, str, Rule]) -> str:
         rule_kind, scope, rule = entry
         where = "this session" if scope == "session" else "this project"
-        return f"{'Allow' if rule_kind == 'allow' else 'Reject'} {rule.phrase()} ({where}, `{rule.tool}`)"
+        said = f"{'Allow' if rule_kind == 'allow' else 'Reject'} {rule.phrase()} ({where}, `{rule.tool}`)"
+        return visible(said)
 
     words = argument.split()
     if not words or words == ["list"]:

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from dsh_acp._safe_text import visible
 from dsh_acp.wire._client_requests import PermissionOption
 from dsh_tools import ApprovalSubject, CommandSubject, PathSubject
 
@@ -70,16 +71,17 @@ class Question:
     def notice(self) -> str | None:
         """What the card says first: where a command really runs, what a compound line runs, or
         why a path is asked about (only built when a person is asked)."""
+        # The card keeps its line breaks; the paths and the reason in it are each one line.
         subject = self.subject
         if isinstance(subject, PathSubject):
-            return self.reason[:1].upper() + self.reason[1:] if self.reason else None
+            return visible(self.reason[:1].upper() + self.reason[1:]) if self.reason else None
         if not isinstance(subject, CommandSubject):
             return None
         notes = []
         if subject.cwd is not None and not self.cwd_inside:
-            notes.append(f"Runs outside the workspace, in `{subject.cwd}`.")
+            notes.append(f"Runs outside the workspace, in `{visible(subject.cwd)}`.")
         elif subject.cwd is not None and self.roots and subject.cwd != self.roots[0]:
-            notes.append(f"Runs in `{subject.cwd}`.")
+            notes.append(f"Runs in `{visible(subject.cwd)}`.")
         if self.parts is None:
             notes.append(
                 "Uses shell features an approval rule cannot read: only this exact line can be remembered."

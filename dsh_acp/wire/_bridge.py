@@ -5,7 +5,10 @@ session log go through the same code, so a replay leaves the editor exactly wher
 left it. The bridge switches on card kinds, never on tool names.
 
 Each function returns the ``update`` object of a ``SessionNotification`` (the caller adds the
-``sessionId``). Wire conventions (what editors implement): paths in ``locations`` and ``diff.path`` are
+``sessionId``). Text a person reads on a card (the notice, a description, a presenter's call
+content, a failure's reason) is made ``visible`` where it leaves here, and titles where every
+update is built (``_updates``); what a tool reads or runs (``rawInput``, output, diffs, paths) is
+left exact. Wire conventions (what editors implement): paths in ``locations`` and ``diff.path`` are
 absolute (a view's relative path is resolved against the session cwd); titles show paths inside
 the session cwd relative to it; a terminal card on a capable
 client carries its output in ``_meta`` and never ``content`` (which would wipe the terminal).
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dsh_acp._safe_text import visible
 from dsh_tools import (
     ContentBlock,
     DiffCallView,
@@ -159,6 +163,20 @@ def _content(blocks: Iterable[ContentBlock]) -> list[WireBlock]:
     return [{"type": "content", "content": wire_block(block)} for block in blocks]
 
 
+def _shown(blocks: Iterable[ContentBlock]) -> list[WireBlock]:
+    """``_content`` of blocks a person reads as the card's text: their text made ``visible``."""
+    return _content(
+        TextBlock(text=visible(block.text, lines=True), annotations=block.annotations)
+        if isinstance(block, TextBlock)
+        else block
+        for block in blocks
+    )
+
+
+def _shown_text(*texts: str | None) -> list[WireBlock]:
+    return _shown(TextBlock(text=text) for text in texts if text)
+
+
 @functools.lru_cache(maxsize=1024)
 def absolute(path: str, cwd: str) -> str:
     """A view's path as the wire wants it: absolute, a relative one resolved against the
@@ -253,7 +271,7 @@ def _terminal_input(info: CallInfo, view: TerminalCallView) -> dict[str, Any]:
 def _call_fields(info: CallInfo, ctx: RenderContext) -> ToolCallFields:
     fields = _view_fields(info, ctx)
     if info.notice:
-        fields["content"] = [*_content([TextBlock(text=info.notice)]), *fields.get("content", ())]
+        fields["content"] = [*_shown_text(info.notice), *fields.get("content", ())]
     return fields
 
 
@@ -262,17 +280,16 @@ def _view_fields(info: CallInfo, ctx: RenderContext) -> ToolCallFields:
     fields: ToolCallFields = {"toolCallId": info.call_id}
     if isinstance(view, TerminalCallView):
         fields.update({"title": view.title, "name": info.name, "kind": "execute"})
-        description = [TextBlock(text=view.description)] if view.description else []
         if ctx.terminal_key is not None:
             fields["content"] = [
-                *_content(description),
+                *_shown_text(view.description),
                 {"type": "terminal", "terminalId": info.call_id},
             ]
             fields["rawInput"] = _terminal_input(info, view)
             cwd = info.cwd or (absolute(view.cwd, ctx.cwd) if view.cwd else ctx.cwd)
             fields["_meta"] = {"terminal_info": {"terminal_id": info.call_id, "cwd": cwd}}
         else:
-            fields["content"] = _content(description)
+            fields["content"] = _shown_text(view.description)
             fields["rawInput"] = _terminal_input(info, view)
     elif isinstance(view, DiffCallView):
         fields.update(
@@ -290,7 +307,7 @@ def _view_fields(info: CallInfo, ctx: RenderContext) -> ToolCallFields:
         fields.update({"title": relativize_title(view.title, ctx.cwd), "name": info.name, "kind": view.kind})
         if view.raw_input is not None:
             fields["rawInput"] = raw_input(info, view.raw_input)
-        fields["content"] = _content(view.content)
+        fields["content"] = _shown(view.content)
         fields["locations"] = _locations(view.locations, ctx.cwd)
     else:  # no presenter, or it declined: the default generic card
         fields.update({"title": info.name, "name": info.name, "kind": info.kind, "rawInput": raw_input(info)})
@@ -312,12 +329,11 @@ def _attached_content(info: CallInfo, terminal_id: str, note: str | None = None)
     # The same blocks the call was announced with (a content update replaces them all), the
     # client's terminal in place of nothing.
     description = info.view.description if isinstance(info.view, TerminalCallView) else None
-    blocks = [
-        *_content([TextBlock(text=info.notice)] if info.notice else []),
-        *_content([TextBlock(text=description)] if description else []),
+    return [
+        *_shown_text(info.notice, description),
         {"type": "terminal", "terminalId": terminal_id},
+        *_shown_text(note),
     ]
-    return [*blocks, *_content([TextBlock(text=note)])] if note else blocks
 
 
 def attach_terminal(info: CallInfo, terminal_id: str) -> ToolCallUpdate:
@@ -357,6 +373,7 @@ def _terminal_finish(
             if terminal and terminal.output is not None
             else text_of(result.content).removeprefix("Error: ")
         )
+    reason = visible(reason, lines=True) if reason else reason  # it may quote the command
     output = terminal.output if terminal and terminal.output is not None else None
     if output is None and not result.is_error:
         output = text_of(result.content)
@@ -436,8 +453,8 @@ def finish_call(
             update["locations"] = _locations(view.locations, ctx.cwd)
     elif isinstance(view, GenericResultView) and view.content is not None:
         update["content"] = _content(view.content)
-    else:
-        update["content"] = _content(result.content)
+    else:  # a failure's text is the error line a person reads
+        update["content"] = _shown(result.content) if result.is_error else _content(result.content)
     if view is not None and view.title:  # after the content: the key order is part of the wire
         update["title"] = relativize_title(view.title, ctx.cwd)
     return [update]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
+from dsh_acp._safe_text import visible
+
 from ._updates import ToolCallCard
 
 __all__ = [
@@ -42,8 +44,10 @@ class PermissionParams(TypedDict):
 def permission_params(
     session_id: str, tool_call: ToolCallCard, options: Iterable[PermissionOption]
 ) -> PermissionParams:
-    """``session/request_permission``: the call's card and the buttons to put on it."""
-    return {"sessionId": session_id, "toolCall": tool_call, "options": list(options)}
+    """``session/request_permission``: the call's card and the buttons to put on it (their names
+    made ``visible``: a rule's path or command cannot hide what choosing it remembers)."""
+    shown: list[PermissionOption] = [{**option, "name": visible(option["name"])} for option in options]
+    return {"sessionId": session_id, "toolCall": tool_call, "options": shown}
 
 
 class ReadTextFileParams(TypedDict):
@@ -127,6 +131,6 @@ def elicitation_params(
         "sessionId": session_id,
         "toolCallId": call_id,
         "mode": "form",
-        "message": message,
+        "message": visible(message, lines=True),
         "requestedSchema": schema,
     }

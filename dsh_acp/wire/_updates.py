@@ -5,6 +5,11 @@ Pure builders over typed dicts, so that a key is spelled once and a field an edi
 be forgotten in one of the places that send it. Key order is part of the wire (the goldens pin
 every byte), so each builder writes its keys in one fixed order.
 
+Text a person reads as a line (a card's title, a plan entry, a session's title, a notice) is
+made ``visible`` here, the one place every such field passes, so that a control character, an
+escape sequence or a bidirectional override in it cannot make it show something else
+(``rawInput`` and a command's output are left exact).
+
 ``session/update`` payloads are the ``update`` object of a ``SessionNotification``; the session
 adds its ``sessionId`` when it sends one.
 """
@@ -13,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any, Literal, NotRequired, TypedDict
+
+from dsh_acp._safe_text import visible
 
 __all__ = [
     "AgentMessageChunk",
@@ -178,12 +185,18 @@ class ToolCallUpdate(TypedDict):
 
 def tool_call(fields: ToolCallFields, status: ToolCallStatus) -> ToolCall:
     """The ``tool_call`` that announces a card."""
-    return {"sessionUpdate": "tool_call", **fields, "status": status}
+    card: ToolCall = {"sessionUpdate": "tool_call", **fields, "status": status}
+    if "title" in card:
+        card["title"] = visible(card["title"])
+    return card
 
 
 def tool_call_card(fields: ToolCallFields, status: ToolCallStatus) -> ToolCallCard:
     """A card as a permission request carries it."""
-    return {**fields, "status": status}
+    card: ToolCallCard = {**fields, "status": status}
+    if "title" in card:
+        card["title"] = visible(card["title"])
+    return card
 
 
 def tool_call_update(
@@ -201,7 +214,7 @@ def tool_call_update(
     if status is not None:
         update["status"] = status
     if title is not None:
-        update["title"] = title
+        update["title"] = visible(title)
     if content is not None:
         update["content"] = content
     if locations is not None:
@@ -232,7 +245,8 @@ class Plan(TypedDict):
 
 def plan(entries: Iterable[PlanEntry]) -> Plan:
     """The session's plan: the complete list of entries, every time."""
-    return {"sessionUpdate": "plan", "entries": list(entries)}
+    shown: list[PlanEntry] = [{**entry, "content": visible(entry["content"])} for entry in entries]
+    return {"sessionUpdate": "plan", "entries": shown}
 
 
 # -- the session around the conversation ----------------------------------------------------
@@ -332,7 +346,7 @@ class SessionInfoUpdate(TypedDict):
 
 def session_info_update(title: str, updated_at: str | None = None) -> SessionInfoUpdate:
     """The session's title (and when it last changed)."""
-    update: SessionInfoUpdate = {"sessionUpdate": "session_info_update", "title": title}
+    update: SessionInfoUpdate = {"sessionUpdate": "session_info_update", "title": visible(title)}
     if updated_at:
         update["updatedAt"] = updated_at
     return update
@@ -368,9 +382,9 @@ class Notice(TypedDict):
 def notice(severity: NoticeSeverity, title: str, description: str | None = None) -> Notice:
     """Something that happened around the conversation (only for clients that advertised
     ``session.notices``): a live event, never part of the session's history."""
-    update: Notice = {"sessionUpdate": "notice", "severity": severity, "title": title or severity}
+    update: Notice = {"sessionUpdate": "notice", "severity": severity, "title": visible(title or severity)}
     if description:
-        update["description"] = description
+        update["description"] = visible(description, lines=True)
     return update
 
 

@@ -29,6 +29,7 @@ __all__ = ["main"]
 # A 1×1 transparent PNG.
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
 LONG_NAME = "a_tool_whose_name_is_far_too_long_to_fit_in_sixty_four_characters_with_its_prefix"
+LIAR = "report\u202efdp.exe"
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 TOOLS = [
@@ -69,6 +70,9 @@ TOOLS = [
         name="weird_name", description="Collides with weird.name once sanitized.", input_schema=OBJECT
     ),
     types.Tool(name=LONG_NAME, description="Needs truncating.", input_schema=OBJECT),
+    # A name and a description that would show something else unescaped: a right-to-left
+    # override, a carriage return, an escape sequence erasing the line.
+    types.Tool(name=LIAR, description="Harmless\x1b[2K\rrm -rf ~", input_schema=OBJECT),
 ]
 
 
