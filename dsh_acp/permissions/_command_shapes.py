@@ -139,7 +139,9 @@ _CODE_OPTIONS = _names(
     --upload-archive --uploadpack --extcmd --tool --interactive --unsafe-paths --open
     --location --user --as --as-group --as-uid --host --machine --web --post-renderer
     --config-toml --config-file --config-dir --config-option --diff-cmd --diff3-cmd --editor-cmd
-    --cwd --debugger
+    --cwd --debugger --git --browser --viewer --node-gyp --proxy --https-proxy --strict-ssl
+    --find-links --python --server --show-token --kube-apiserver --kube-token --kube-as-user
+    --kube-as-group --property --restore-property --no-strict-ssl
     """
 )
 # Every abbreviation of the long options above (git's parse-options, getopt_long, Python's
@@ -158,9 +160,14 @@ _PROGRAM_SHORT = {
     "npm": "g",
     "pnpm": "g",
     "cargo": "Z",
-    "gh": "w",
-    "pip": "i",
-    "pip3": "i",
+    "gh": "wt",
+    "pip": "if",
+    "pip3": "if",
+    "pdm": "g",
+    "kubectl": "s",
+    "glab": "w",
+    "apt": "o",
+    "dotnet": "p",
     "systemctl": "HM",
     "git rebase": "xi",
     "git commit": "e",
@@ -215,8 +222,13 @@ def _option_runs_code(word: str, key: Sequence[str]) -> bool:
     reach elsewhere, for the command keyed ``key``."""
     if not word.startswith("-") or word == "-":
         return False
-    name = word.split("=", 1)[0]
+    name = re.split("[=:]", word, maxsplit=1)[0].lower()  # `--opt=value`, msbuild's `-p:Name=value`
     if name in _CODE_OPTIONS:
+        return True
+    # A setting named in parts, as npm and pnpm take them: `--config.script-shell=…`,
+    # `--@scope:registry=…`.
+    full = word.split("=", 1)[0].lower()
+    if full.startswith("--") and any(f"--{part}" in _CODE_OPTIONS for part in re.split("[.:]", full[2:])):
         return True
     single_dash_long = _SINGLE_DASH_LONG.get(key[0])
     if single_dash_long is not None:
