@@ -39,7 +39,6 @@ if TYPE_CHECKING:
         Finish,
         FinishReason,
         Message,
-        Model,
         ModelAuthError,
         ModelError,
         ModelEvent,
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
+    from dsh_acp.models._protocol import Model
     from dsh_acp.models._scripted import ScriptedModel, ScriptError, ScriptExhausted
     from dsh_acp.rpc._errors import ConnectionClosed, RpcError
 
@@ -72,7 +72,7 @@ _HOME = {
     "Finish": "dsh_acp.models._model",
     "FinishReason": "dsh_acp.models._model",
     "Message": "dsh_acp.models._model",
-    "Model": "dsh_acp.models._model",
+    "Model": "dsh_acp.models._protocol",
     "ModelAuthError": "dsh_acp.models._model",
     "ModelError": "dsh_acp.models._model",
     "ModelEvent": "dsh_acp.models._model",

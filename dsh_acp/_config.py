@@ -18,7 +18,7 @@ from dsh_acp._version import VERSION
 from dsh_acp.rpc._framing import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
-    from dsh_acp.models._model import Model
+    from dsh_acp.models._protocol import Model
     from dsh_acp.models._source import ModelSource
     from dsh_tools import ToolDefinition, ToolRegistry
 
@@ -89,6 +89,12 @@ class ModelChoice:
     description: str | None = None
     efforts: tuple[str, ...] = ()
     """The reasoning efforts the model takes (the effort picker; empty: no picker)."""
+
+    def new_model(self) -> Model:
+        """A model for a new session, checked to be one."""
+        from dsh_acp.models._protocol import checked_model  # after initialize, with the first session
+
+        return checked_model(self.build(), self.id)
 
 
 @dataclass

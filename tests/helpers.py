@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from dsh_acp import AgentConfig, ModelChoice, ModelEvent, ModelRequest, ScriptedModel, counter_ids
+from dsh_acp import AgentConfig, Model, ModelChoice, ModelEvent, ModelRequest, ScriptedModel, counter_ids
 from dsh_tools import ToolDefinition
 
 
@@ -35,7 +35,7 @@ def scripted(
     return config
 
 
-class RecordingModel:
+class RecordingModel(Model):
     """Wraps a model and keeps every request it was sent (what the model saw)."""
 
     def __init__(self, inner: Any) -> None:

@@ -186,7 +186,7 @@ def test_version_falls_back_when_the_package_is_not_installed(monkeypatch: pytes
     assert dsh_acp.__version__ == VERSION
 
 
-class _EchoModel:
+class _EchoModel(dsh_acp.Model):
     """A model written from the public names alone: it answers with the user's text."""
 
     name = "echo"
@@ -278,3 +278,27 @@ def test_examples_import_no_private_module() -> None:
             if module != "__future__" and any(part.startswith("_") for part in module.split(".")):
                 misses.append(f"{path.relative_to(ROOT)}:{line}: {module}")
     assert misses == []
+
+
+class _StructuralModel:
+    """A model that only matches the seam's three required members."""
+
+    name = "bare"
+    accepts_images = False
+
+    async def stream(self, request: dsh_acp.ModelRequest) -> AsyncIterator[dsh_acp.ModelEvent]:
+        yield dsh_acp.Finish("stop")
+
+
+@pytest.mark.anyio
+async def test_a_model_that_is_no_model_is_named_with_what_it_lacks(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    config = AgentConfig(models=[dsh_acp.ModelChoice("bare", "Bare", _StructuralModel)])
+    async with AcpClient.in_memory(config, schema=acp_schema) as client:
+        await client.initialize()
+        with pytest.raises(RpcError) as info:
+            await client.new_session(str(tmp_path))
+    message = str(info.value)
+    assert "'bare' (_StructuralModel) is not a dsh_acp.Model" in message
+    assert "lacks context_window, price_ref, writes_titles, aclose" in message

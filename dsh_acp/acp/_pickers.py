@@ -48,7 +48,7 @@ class SessionPickers:
             raise invalid_params(f'unknown model "{model_id}"; one of {known}', "value")
         if choice.id != session.model_id:
             session.record(ConfigChanged(model_id=choice.id))
-            await session.set_model(choice.build())
+            await session.set_model(choice.new_model())
 
     async def set_option(self, session: Session, config_id: str, value: Any) -> None:
         """One config option changed from the editor (any but the mode, which has its own update)."""

@@ -121,7 +121,7 @@ class PromptRunner:
                 raise turn.log_error
             untitled = session.title is None and not session.titling
             if stop != "cancelled" and command is None and model_prompt is prompt and untitled:
-                if getattr(session.model, "writes_titles", False) and prompt_words(prompt):
+                if session.model is not None and session.model.writes_titles and prompt_words(prompt):
                     # One short request after the answer: the user is not kept waiting for it.
                     session.titling = True
                     return Reply({"stopReason": stop}, lambda: self._write_title(session, prompt))

@@ -150,7 +150,7 @@ class SessionManager:
         return Session(
             session_id=session_id,
             cwd=cwd,
-            model=choice.build() if choice else None,
+            model=choice.new_model() if choice else None,
             model_id=choice.id if choice else None,
             tool_side=self._tool_side,
             render=self._render_context(cwd),
@@ -316,7 +316,7 @@ class SessionManager:
             return
         choice = self.choice(session.model_id)
         if choice is not None and choice.id == session.model_id:
-            session.model = choice.build()
+            session.model = choice.new_model()
         else:  # not logged: if the model is configured again, the next load picks it again
             session.apply(ConfigChanged(model_id=built))
 

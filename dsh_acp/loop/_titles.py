@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import anyio
 
-from dsh_acp.models._model import Model, ModelRequest, TextDelta, UserMessage
+from dsh_acp.models._model import ModelRequest, TextDelta, UserMessage
+from dsh_acp.models._protocol import Model
 from dsh_tools import ContentBlock, TextBlock
 
 __all__ = ["TITLE_LIMIT", "model_title", "prompt_words", "short_title"]

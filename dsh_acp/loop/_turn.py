@@ -136,8 +136,8 @@ class TurnRunner:
             raise ModelError(no_room_message(window))
 
     def _window(self) -> int | None:
-        model_window = getattr(self.session.model, "context_window", None)
-        if isinstance(model_window, int) and model_window > 0:
+        model_window = self.session.model.context_window if self.session.model is not None else None
+        if model_window is not None and model_window > 0:
             return model_window
         usage = self.session.usage
         return usage.context_window if usage is not None else None
@@ -340,7 +340,7 @@ class TurnRunner:
     async def _usage(self, usage: Usage) -> None:
         session = self.session
         total = session.cost
-        price_ref = getattr(session.model, "price_ref", None)
+        price_ref = session.model.price_ref if session.model is not None else None
         if price_ref is not None and (usage.input_tokens or usage.output_tokens):
             from dsh_acp.models._cost import request_cost
 

@@ -6,9 +6,9 @@ the scripted model both implement ``Model``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # annotations only: the scripted model loads before pydantic is imported
     from dsh_tools import ContentBlock, ToolSchema
@@ -21,7 +21,6 @@ __all__ = [
     "Finish",
     "FinishReason",
     "Message",
-    "Model",
     "ModelAuthError",
     "ModelError",
     "ModelEvent",
@@ -188,21 +187,3 @@ class ModelRequest:
     notice: Callable[[str, str], Awaitable[None]] | None = None
     """Where a model tells the user, while the request waits, what is happening around it (a
     retry after a rate limit): ``(title, detail)``; ``None`` when nobody listens."""
-
-
-class Model(Protocol):
-    """Streams one response per request. Cancellation of the consuming task stops the stream."""
-
-    @property
-    def name(self) -> str:
-        """A label for logs and pickers (e.g. ``openai:deepseek-chat``)."""
-        ...
-
-    @property
-    def accepts_images(self) -> bool:
-        """Whether ``image`` blocks may be sent (advertised as a prompt capability)."""
-        ...
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Yield the response's events, ending with ``Finish``."""
-        ...

@@ -59,6 +59,7 @@ from ._openai_request import RequestEncoder
 from ._openai_response import Assembler, token_events
 from ._openai_server import SERVER_INFO, ServerInfo, ask_server
 from ._openai_sse import SSEDecoder
+from ._protocol import Model
 from ._settings import ModelSettings, is_self_hosted
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ _MAX_ERROR_BODY: Final = 64 * 1024
 _INFO_TIMEOUT: Final = 5.0
 
 
-class OpenAIModel:
+class OpenAIModel(Model):
     """A ``Model`` backed by an OpenAI-compatible ``/chat/completions`` endpoint.
 
     One instance per session; it keeps one ``HttpClient`` (made at the first request, its

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ._protocol import Model
+
 if TYPE_CHECKING:
     from ._model import FinishReason, Message, ModelEvent, ModelRequest
 
@@ -103,7 +105,7 @@ _last_checked: tuple[bytes, list[Any]] | None = None
 """The last script file checked (its bytes) and its turns: an agent plays one script."""
 
 
-class ScriptedModel:
+class ScriptedModel(Model):
     """A ``Model`` that plays a script file (see the module docstring)."""
 
     accepts_images = True

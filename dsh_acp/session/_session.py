@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from dsh_acp.models._model import Model, Usage
+from dsh_acp.models._model import Usage
+from dsh_acp.models._protocol import Model
 from dsh_acp.wire._updates import SessionUpdate, agent_message
 
 from ._events import AssistantReply, SessionEvent
@@ -196,6 +197,5 @@ class Session(SessionState):
 
 
 async def _close_model(model: Model | None) -> None:
-    aclose = getattr(model, "aclose", None)
-    if aclose is not None:
-        await aclose()
+    if model is not None:
+        await model.aclose()
