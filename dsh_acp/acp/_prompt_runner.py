@@ -10,7 +10,6 @@ from typing import Any
 import anyio
 
 from dsh_acp._config import AgentConfig
-from dsh_acp.loop._commands import MODEL_COMMANDS, NO_MODEL_MESSAGE, model_instruction, parse_command
 from dsh_acp.loop._titles import model_title, prompt_words, short_title
 from dsh_acp.loop._turn import LoopSettings, StopReason, TurnRunner
 from dsh_acp.models._model import ModelAuthError, ModelError
@@ -23,8 +22,8 @@ from dsh_acp.wire._client_params import PromptParams
 from dsh_acp.wire._updates import session_info_update
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, TextBlock
 
-from ._command_table import CommandTable
 from ._session_manager import SessionManager
+from ._slash_commands import NO_MODEL_MESSAGE, CommandTable, model_instruction, parse_command
 
 __all__ = ["PromptRunner"]
 
@@ -90,7 +89,7 @@ class PromptRunner:
         runner = TurnRunner(session, self.settings, self.config.message_ids, turn_index=session.prompts)
         command = parse_command(prompt)
         model_prompt = prompt
-        if command is not None and command[0] in MODEL_COMMANDS:
+        if command is not None and command[0].handler is None:
             # The model does the work (its writes ask as any write does); the user sees what they typed.
             model_prompt = (TextBlock(text=model_instruction(*command)),)
             command = None
@@ -102,12 +101,12 @@ class PromptRunner:
                         prompt,
                         self.config.message_ids(),
                         # Commands are not part of the model's conversation.
-                        command=command[0] if command is not None else None,
+                        command=command[0].name if command is not None else None,
                         model_content=model_prompt if model_prompt is not prompt else None,
                     )
                 )
                 if command is not None:
-                    stop = await self._commands.run(session, runner, *command)
+                    stop = await self._commands.run(session, runner, command[0].name, command[1])
                 elif session.model is None:
                     await session.say(NO_MODEL_MESSAGE, self.config.message_ids())
                     stop = "end_turn"

@@ -16,7 +16,6 @@ from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig, ModelChoice
 from dsh_acp._safe_text import visible
-from dsh_acp.loop._commands import available_commands
 from dsh_acp.loop._instructions import ProjectInstructions
 from dsh_acp.permissions._modes import PermissionState, mode_gate
 from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError, invalid_params
@@ -26,7 +25,7 @@ from dsh_acp.session._session import Session, SessionIO
 from dsh_acp.session._store import Redactor, SessionBusy, SessionStore
 from dsh_acp.wire._client_profile import ClientProfile
 from dsh_acp.wire._render_context import RenderContext
-from dsh_acp.wire._updates import agent_message, notice
+from dsh_acp.wire._updates import AvailableCommandsUpdate, agent_message, notice
 from dsh_tools import Services, SessionTasks, ToolRegistry
 
 from ._session_params import SessionWhere
@@ -55,9 +54,16 @@ class SessionManager:
     """Every open session of one connection, and how sessions come and go."""
 
     def __init__(
-        self, config: AgentConfig, io: SessionIO, background: TaskGroup, profile: ClientProfile
+        self,
+        config: AgentConfig,
+        io: SessionIO,
+        background: TaskGroup,
+        profile: ClientProfile,
+        commands: AvailableCommandsUpdate,
     ) -> None:
         self.config = config
+        self.commands = commands
+        """The slash commands every session lists after its answer."""
         self.io = io
         self.background = background
         self.profile = profile
@@ -333,7 +339,7 @@ class SessionManager:
         a ``restored`` session's answer, what its load freed goes back to the system."""
 
         async def send() -> None:
-            await session.send(available_commands())
+            await session.send(self.commands)
             if failures and session.render.notices:
                 for failure in failures:
                     title, _, detail = failure.partition(": ")

@@ -21,6 +21,7 @@ from dsh_acp.wire._client_profile import ClientProfile
 from ._pickers import SessionPickers
 from ._session_manager import SessionManager
 from ._session_params import SessionWhere, new_session_params
+from ._slash_commands import CommandTable, available_commands
 
 if TYPE_CHECKING:
     from dsh_acp.session._events import SessionEvent
@@ -59,7 +60,7 @@ class SessionMethods:
         io = SessionIO(
             notify=connection.notify, notify_each=connection.notify_each, request=connection.request
         )
-        self.sessions = SessionManager(config, io, background, profile)
+        self.sessions = SessionManager(config, io, background, profile, available_commands())
         self.pickers = SessionPickers(config, self.sessions)
         self._prompts: PromptRunner | None = None
 
@@ -71,7 +72,6 @@ class SessionMethods:
             from dsh_acp.loop._prompt import system_prompt
             from dsh_acp.loop._turn import LoopSettings
 
-            from ._command_table import CommandTable
             from ._prompt_runner import PromptRunner
 
             config, instructions = self.config, self.sessions.instructions

@@ -21,6 +21,7 @@ from dsh_tools import ContentBlock, TextBlock, bound_text
 __all__ = [
     "AUTO_THRESHOLD",
     "CHARS_PER_TOKEN",
+    "COMPACT_INSTRUCTION",
     "SUMMARY_INPUT_SHARE",
     "SUMMARY_SHARE",
     "Cut",
@@ -40,6 +41,13 @@ SUMMARY_SHARE: Final = 0.25
 """A summary longer than this share of the window is cut (head and tail)."""
 _RESULT_CHARS: Final = 1500
 """A tool result the summariser sees is cut to this many characters (head and tail)."""
+
+COMPACT_INSTRUCTION = (
+    "Summarize our conversation so far for your own future reference: the user's goals, what was "
+    "done (files read and changed, commands run and their outcomes), decisions made, and what "
+    "remains. Be complete but concise; this summary will replace the conversation."
+)
+"""What the model is asked for when the conversation is compacted (``/compact`` or automatically)."""
 
 
 def message_chars(message: Message) -> int:

@@ -46,10 +46,10 @@ from dsh_acp.wire._updates import (
 from dsh_tools import TextBlock, bound_text
 
 from ._call_lifecycle import ToolStep
-from ._commands import COMPACT_INSTRUCTION
 from ._compaction import (
     AUTO_THRESHOLD,
     CHARS_PER_TOKEN,
+    COMPACT_INSTRUCTION,
     SUMMARY_INPUT_SHARE,
     SUMMARY_SHARE,
     automatic_compaction_notice,
