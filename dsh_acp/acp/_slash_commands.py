@@ -11,19 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dsh_acp._config import AgentConfig
 from dsh_acp._safe_text import visible
-from dsh_acp.loop._turn import StopReason, TurnRunner
-from dsh_acp.models._model import ContextOverflow
-from dsh_acp.permissions._approvals import permissions_command
-from dsh_acp.permissions._modes import MODES
 from dsh_acp.session._events import PermissionRemoved
-from dsh_acp.session._session import Session
 from dsh_acp.wire._updates import AvailableCommandsUpdate, available_commands_update
-from dsh_tools import ContentBlock, TextBlock, ToolSchema
 
-from ._pickers import SessionPickers
+# An idle session lists the commands without loading the loop, the tools or pydantic: what the
+# handlers use loads with the first prompt (see test_startup_imports).
+if TYPE_CHECKING:
+    from dsh_acp.loop._turn import StopReason, TurnRunner
+    from dsh_acp.session._session import Session
+    from dsh_tools import ContentBlock, ToolSchema
+
+    from ._pickers import SessionPickers
 
 __all__ = [
     "COMMANDS",
@@ -68,7 +70,7 @@ class CommandTable:
         return "end_turn"
 
 
-CommandHandler = Callable[[CommandTable, Session, TurnRunner, str], Awaitable[StopReason]]
+CommandHandler = Callable[["CommandTable", "Session", "TurnRunner", str], Awaitable["StopReason"]]
 """A command's handler: the table, the session, the turn it runs in, and what the user typed
 after the command."""
 
@@ -102,6 +104,8 @@ async def _tools(table: CommandTable, session: Session, runner: TurnRunner, argu
 async def _permissions(
     table: CommandTable, session: Session, runner: TurnRunner, argument: str
 ) -> StopReason:
+    from dsh_acp.permissions._approvals import permissions_command
+
     rules = session.permissions
     answer = permissions_command(
         rules.allow,
@@ -114,6 +118,8 @@ async def _permissions(
 
 
 async def _mode(table: CommandTable, session: Session, runner: TurnRunner, argument: str) -> StopReason:
+    from dsh_acp.permissions._modes import MODES
+
     if argument not in MODES:
         return await table.say(session, f"Unknown mode {argument!r}. Modes: {', '.join(MODES)}.")
     table.pickers.switch_mode(session, argument)
@@ -133,6 +139,8 @@ async def _model(table: CommandTable, session: Session, runner: TurnRunner, argu
 
 
 async def _compact(table: CommandTable, session: Session, runner: TurnRunner, argument: str) -> StopReason:
+    from dsh_acp.models._model import ContextOverflow
+
     if session.model is None:
         return await table.say(session, NO_MODEL_MESSAGE)
     ids = table.config.message_ids
@@ -173,6 +181,8 @@ def available_commands() -> AvailableCommandsUpdate:
 
 def parse_command(prompt: Sequence[ContentBlock]) -> tuple[SlashCommand, str] | None:
     """The command a prompt starts with and what follows it, or ``None`` (not a known command)."""
+    from dsh_tools import TextBlock
+
     if not prompt or not isinstance(prompt[0], TextBlock):
         return None
     text = prompt[0].text.strip()
