@@ -18,9 +18,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from dsh_acp.testing import AcpSchema, SchemaNotFound, locate_schema
 from dsh_acp.testing._schema_source import ACP_SDK_PACKAGE, ACP_SDK_VERSION, SCHEMA_FILE
+
+# No per-example deadline: on a loaded shared machine an example can take a second, and speed is
+# measured by the benches, not by tests.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 CLIENT_DIR = Path(__file__).parent / "tests" / "client"
 SDK_DIR = CLIENT_DIR / "node_modules" / ACP_SDK_PACKAGE
