@@ -5,8 +5,8 @@ its text, and orjson's output buffer, which orjson sizes at 16 times the text be
 (4 MiB for a 256 KiB read). glibc's thresholds follow the largest block it has freed (here 4 MiB
 served from the heap, 8 MiB of free heap top before it is handed back), and a flood's heap swings
 just past that: the top was handed back and taken again every few reads, and every page taken
-again was faulted in and zeroed anew, about 5,000 faults and 0.16 ms of CPU per MB relayed.
-Fixed thresholds a little above that swing keep those pages.
+again was faulted in and zeroed anew (bench/README.md has the figures). Fixed thresholds a
+little above that swing keep those pages.
 """
 
 from __future__ import annotations

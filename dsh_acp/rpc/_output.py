@@ -89,12 +89,10 @@ class Output:
             and (now := monotonic_ns()) - self._flushed_at >= self._burst_gap_ns
         ):
             # A notification after a quiet spell (a model's next token from the network) is
-            # written now: a flush scheduled for it alone would cost a loop turn of its own, as
-            # much CPU again as relaying the token. Answers keep the end of the turn, so the
-            # notifications that follow one (a session's commands) leave in the same write.
-            # Nothing is queued and the writer is idle, so it goes straight to the descriptor,
-            # without the queue's append, join and clear and a call fewer (every trickled token's
-            # write comes here).
+            # written now: a flush scheduled for it alone would cost a loop turn of its own.
+            # Answers keep the end of the turn, so the notifications that follow one (a session's
+            # commands) leave in the same write. Nothing is queued and the writer is idle, so it
+            # goes straight to the descriptor.
             self._flushed_at = now
             self._write_out(data)
             return
@@ -140,7 +138,7 @@ class Output:
         data = pending[0] if len(pending) == 1 else b"".join(pending)
         pending.clear()
         self.pending_bytes = 0
-        if self._drained is not None:  # (looked at here: a call fewer for each trickled token)
+        if self._drained is not None:
             self._release_producers()
         return data
 
@@ -160,8 +158,8 @@ class Output:
     async def run(self) -> None:
         """The writer task: returns once everything queued before the close has been written."""
         send = self._send_stream.send
-        # anyio.Event() looks the backend up on every call (about 2.5 µs, as much as the rest of a
-        # notification); the backend's own class it returns can be constructed directly.
+        # The backend's own event class, looked up once: anyio.Event() looks it up at every call,
+        # and the writer makes one per wake-up.
         new_event = type(anyio.Event())
         try:
             while True:

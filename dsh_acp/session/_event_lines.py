@@ -117,9 +117,8 @@ def _text_block() -> Any:
 
 def blocks_from_wire(raw: Any) -> tuple[ContentBlock, ...]:
     """Content blocks from their logged (ACP) form. A plain text block, nearly every block a log
-    holds, is built by its own constructor (four times quicker than ``model_construct``, which
-    resolves every default in Python, and than the union's adapter); a block that no longer
-    validates is left out."""
+    holds, is built by its own constructor (``model_construct`` resolves every default in Python,
+    and the union's adapter tries each kind); a block that no longer validates is left out."""
     if not isinstance(raw, list):
         raise BadEvent("content is not a list")
     text_block = _text_block()

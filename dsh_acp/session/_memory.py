@@ -29,8 +29,7 @@ def collector_paused() -> Iterator[None]:
         if gc.get_freeze_count() == 0:  # nothing frozen by anyone else, to be thawed with ours
             # What the load made moves to the oldest generation unscanned (frozen, then thawed into
             # it): otherwise the first collection after the pause scans all of it while the editor
-            # waits for the answer (35 ms of a 100,000-event load). A cycle among it is still
-            # collected, by the next full collection.
+            # waits for the answer. A cycle among it is still collected, by the next full collection.
             gc.freeze()
             gc.unfreeze()
         if collecting:

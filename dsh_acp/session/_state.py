@@ -54,8 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["SessionState", "cancelled_result"]
 
 _BATCH = 64
-"""Events a load reads and applies before they are replayed (see ``applying``): 256 were no
-quicker, and a load's memory grew by a fifth more (what a batch holds, amid the conversation)."""
+"""Events a load reads and applies before they are replayed (see ``applying``; larger batches
+gain no speed and hold more memory: bench/README.md, "Shapes the benches chose")."""
 
 
 def cancelled_result(call: ToolCallRequest) -> ToolResultMessage:
@@ -166,10 +166,9 @@ class SessionState:
         """The log's events, each applied before it passes (a load replays them in the same pass);
         the last step is settled once they are all through.
 
-        They are taken ``_BATCH`` at a time: read and applied in one loop, then passed on. Each
-        stage then runs its own code many times in a row rather than every stage's code once per
-        event (a fresh agent's 1,000-event load: 20.6 -> 17.5 µs per event of its CPU); a batch is
-        a few dozen events, never the whole log."""
+        They are taken ``_BATCH`` at a time: read and applied in one loop, then passed on, so each
+        stage runs its own code many times in a row rather than every stage's code once per event;
+        a batch is a few dozen events, never the whole log."""
         apply, taken = self.apply, iter(events)
         while batch := list(islice(taken, _BATCH)):
             for event in batch:
