@@ -1,4 +1,4 @@
-"""reference_tools: bash and file-system tools that render well and are safe to run.
+"""reference_tools: bash, file-system and web tools that render well and are safe to run.
 
 They are the examples to copy when writing a tool: each declares its kind and whether it is
 read-only, validates its arguments through ``define_tool``, and presents its calls with render
@@ -13,10 +13,12 @@ from .ask import ask_user_tool
 from .bash import BashSettings, bash_tools
 from .fs import ReadTracker, fs_policy, fs_tools, register_fs_tools
 from .todo import todo_tool
+from .web import WebFetchSettings, web_fetch_tool
 
 __all__ = [
     "BashSettings",
     "ReadTracker",
+    "WebFetchSettings",
     "ask_user_tool",
     "bash_tools",
     "default_tools",
@@ -25,12 +27,13 @@ __all__ = [
     "install_policies",
     "register_fs_tools",
     "todo_tool",
+    "web_fetch_tool",
 ]
 
 
 def default_tools() -> list[ToolDefinition]:
     """Every reference tool, as the CLI registers them by default."""
-    return [*bash_tools(), *fs_tools(), todo_tool()]
+    return [*bash_tools(), *fs_tools(), todo_tool(), web_fetch_tool()]
 
 
 def install_policies(registry: ToolRegistry) -> None:

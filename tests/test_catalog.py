@@ -32,4 +32,5 @@ def test_tools_lists_each_tool_with_its_description_wrapped() -> None:
         "grep",
         "ls",
         "todo_write",
+        "web_fetch",
     ]

@@ -419,6 +419,7 @@ REFERENCE_TOOLS = [
     "grep",
     "ls",
     "todo_write",
+    "web_fetch",
 ]
 FIRST_PROMPT = "Plan the greeting fix"
 # The two todo lists tests/client/editor.json writes, as the plan the editor must show each time:

@@ -5,6 +5,9 @@
 - ``plan``: only read-only tools run; anything else is denied with a note that this is plan mode;
 - ``bypass``: everything runs (for trusted sandboxes).
 
+A tool of kind ``fetch`` asks in every mode but ``bypass``, ``plan`` included (it changes nothing
+here, but its request leaves the machine, and a URL can carry what the model read).
+
 It wraps the other policies: whatever they deny stays denied in every mode (read-before-edit, a
 stale file), and what they ask about (access outside the workspace) is asked in every mode but
 ``bypass``. It also reads the paths every call's card declares (``_declared_paths``): one outside
@@ -51,6 +54,7 @@ MODES: dict[str, tuple[str, str]] = {
 
 _READING = frozenset({"read", "search", "think"})
 _EDITING = frozenset({"edit", "delete", "move"})
+_NETWORK = frozenset({"fetch"})
 
 
 @dataclass(eq=False, slots=True)  # slots: one per idle session
@@ -123,6 +127,8 @@ def mode_gate(registry: ToolRegistry, agent_folders: Sequence[str] = ()) -> PreE
         definition = scoped.get(execution.name)
         kind = definition.kind if definition is not None else "other"
         read_only = definition is not None and definition.read_only
+        if kind in _NETWORK and not isinstance(decision, Ask):
+            return Ask(f"{kind} tools ask first in every mode but bypass (they reach the network)")
         if mode == "plan" and not read_only:
             return Deny(
                 f"the session is in plan mode, where only read-only tools run ({execution.name} is not one); "

@@ -18,14 +18,17 @@ class Normalizer:
     agent's); the temp cwd becomes ``{{cwd}}``, the folder around it ``{{root}}``, and session
     ids ``{{sessionId}}``, ``{{sessionId2}}``… in order of appearance; the interpreter running the
     agent becomes ``{{python}}`` and the folder the packages are installed in ``{{packages}}`` (a
-    command in the client's terminal runs through a script there). Nothing else is hidden.
+    command in the client's terminal runs through a script there), and a scenario site's
+    ``host:port`` ``{{site}}``. Nothing else is hidden.
     """
 
-    def __init__(self, cwd_aliases: Iterable[str], root_aliases: Iterable[str] = ()) -> None:
+    def __init__(
+        self, cwd_aliases: Iterable[str], root_aliases: Iterable[str] = (), *, site: str | None = None
+    ) -> None:
         # Longest first, so /private/tmp/x wins over /tmp/x on macOS.
         self._cwds = sorted({alias.rstrip("/") for alias in cwd_aliases if alias}, key=len, reverse=True)
         self._roots = sorted({alias.rstrip("/") for alias in root_aliases if alias}, key=len, reverse=True)
-        self._places = _install_places()
+        self._places = _install_places() + ([(site, "{{site}}")] if site else [])
         self._sessions: dict[str, str] = {}
         self._client_ids: dict[Any, int] = {}
         self._agent_ids: dict[Any, int] = {}

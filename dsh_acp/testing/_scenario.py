@@ -10,9 +10,11 @@ A scenario folder ``fixtures/wire/<name>/`` holds:
   ``{{cwd}}`` in it is the session's temp folder;
 - ``workspace/`` (optional): copied into a fresh temp folder that is the session cwd;
 - ``outside/`` (optional): copied beside it (``{{cwd}}/../outside``, shown as ``{{root}}/outside``);
+- ``site/`` (optional): served over HTTP on 127.0.0.1 while the scenario runs, at ``{{site}}``
+  (``127.0.0.1:PORT``, a free port; the golden shows ``{{site}}``), for tools that fetch pages;
 - ``expected.jsonl``: the golden — every line the agent wrote, normalized (see ``Normalizer``).
 
-Steps (one key each; strings may use ``{{cwd}}``, ``{{sessionId}}``/``{{sessionId2}}``…, and
+Steps (one key each; strings may use ``{{cwd}}``, ``{{site}}``, ``{{sessionId}}``/``{{sessionId2}}``…, and
 ``{{python}}`` / ``{{scenario}}`` — this interpreter and the scenario folder, to start an MCP
 server that lives beside the scenario; those two never reach the golden unless the agent echoes
 them):
@@ -52,6 +54,7 @@ from ._checks import wire_problems
 from ._client import AcpClient
 from ._golden import Normalizer, golden_diff
 from ._schema import AcpSchema
+from ._site import serve_site
 
 __all__ = [
     "Mode",
@@ -181,6 +184,8 @@ class _Run:
     """Prompts sent with ``"wait": false`` and not answered yet."""
     answered: anyio.Event = field(default_factory=anyio.Event)
     """Set while no prompt sent with ``"wait": false`` is unanswered."""
+    site: str | None = None
+    """``host:port`` of the scenario's ``site/`` while it is served."""
 
     def __post_init__(self) -> None:
         self.answered.set()
@@ -188,6 +193,8 @@ class _Run:
     def expand(self, value: Any) -> Any:
         if isinstance(value, str):
             value = value.replace("{{cwd}}", str(self.cwd))
+            if self.site is not None:
+                value = value.replace("{{site}}", self.site)
             value = value.replace("{{python}}", sys.executable)
             value = value.replace("{{scenario}}", str(self.scenario.folder.resolve()))
             for index in range(len(self.sessions), 0, -1):
@@ -205,7 +212,10 @@ class _Run:
         model = self.root / "model.json"
         if not model.exists():
             script = (self.scenario.folder / "model.json").read_text(encoding="utf-8")
-            model.write_text(script.replace("{{cwd}}", str(self.cwd)), encoding="utf-8")
+            script = script.replace("{{cwd}}", str(self.cwd))
+            if self.site is not None:
+                script = script.replace("{{site}}", self.site)
+            model.write_text(script, encoding="utf-8")
         state = self.root / "state"  # outlives a {"restart": {}} step, like a user's state dir
         # Each restart counts its ids afresh; a prefix keeps them from repeating the first run's.
         prefix = ["--id-prefix", f"run{self.runs}-"] if self.runs > 1 else []
@@ -373,15 +383,15 @@ async def run_scenario(
     Every agent message is validated against its definition in the official schema (when
     ``schema`` is given): a violation fails the run.
     """
-    with _workspace(scenario) as (root, cwd):
-        run = _Run(scenario, schema, mode, root, cwd)
+    with _workspace(scenario) as (root, cwd), serve_site(scenario.folder / "site") as site:
+        run = _Run(scenario, schema, mode, root, cwd, site=site)
         segments: list[list[dict[str, Any]]] = [[]]
         for step in scenario.steps:
             if "restart" in step:
                 segments.append([])
             else:
                 segments[-1].append(step)
-        normalizer = Normalizer([str(cwd), str(cwd.resolve())], [str(root), str(root.resolve())])
+        normalizer = Normalizer([str(cwd), str(cwd.resolve())], [str(root), str(root.resolve())], site=site)
         golden: list[str] = []
         for segment in segments:
             with anyio.fail_after(60):
