@@ -174,6 +174,16 @@ def _check_prop(prop: Any, path: str, out: list[str]) -> None:
         out.append(f'"{path}": "required" must be True or False')
     if "description" in prop and not isinstance(prop["description"], str):
         out.append(f'"{path}": "description" must be a string')
+    _check_nested(prop, type_, path, out)
+    if "default" in prop and len(out) == before:
+        problems: list[str] = []
+        _check_value(prop, prop["default"], path, problems)  # type: ignore[arg-type]
+        out.extend(f"default: {problem}" for problem in problems)
+
+
+def _check_nested(prop: Mapping[str, Any], type_: Any, path: str, out: list[str]) -> None:
+    """The keys that belong to one type: a string's ``enum``, an object's ``properties``, an
+    array's ``items``."""
     if "enum" in prop:
         enum = prop["enum"]
         if type_ != "string":
@@ -190,10 +200,6 @@ def _check_prop(prop: Any, path: str, out: list[str]) -> None:
             out.append(f'"{path}": "items" is only allowed on arrays')
         else:
             _check_prop(prop["items"], path + "[]", out)
-    if "default" in prop and len(out) == before:
-        problems: list[str] = []
-        _check_value(prop, prop["default"], path, problems)  # type: ignore[arg-type]
-        out.extend(f"default: {problem}" for problem in problems)
 
 
 def _check_spec(spec: Any, prefix: str, out: list[str]) -> None:

@@ -76,13 +76,7 @@ def choose_cut(
     history is one turn's first message, or all that may go is an earlier compaction's summary).
     With ``keep_current_turn`` (compacting in the middle of a turn) the newest message always
     stays, and so does the turn's prompt where the cut can fall before it."""
-    cuts = [i for i in range(1, len(history)) if isinstance(history[i], (UserMessage, AssistantMessage))]
-    if not keep_current_turn:
-        cuts.append(len(history))
-    elif cuts:
-        turn = max((i for i in cuts if isinstance(history[i], UserMessage)), default=0)
-        if turn > 0:
-            cuts = [i for i in cuts if i <= turn]
+    cuts = _cut_points(history, keep_current_turn)
     if not cuts or (cuts[-1] == 1 and _is_summary(history[0])):
         # Summarising a summary alone costs a model call and frees next to nothing: it is
         # already cut to a share of the window, and a new one may be as long.
@@ -95,10 +89,26 @@ def choose_cut(
     if fitting and sizes[-1] - sizes[fitting[-1]] <= budget_chars:
         end = fitting[-1]
         return Cut(end, shrunk[:end])
-    # What fits as it is would free too little (or nothing fits): summarise all that may go,
-    # each message shrunk harder, and leave out the oldest if even that is too much (they are
-    # usually an earlier summary's material already).
-    end = cuts[-1]
+    return _harder_cut(history, cuts[-1], budget_chars)
+
+
+def _cut_points(history: Sequence[Message], keep_current_turn: bool) -> list[int]:
+    """Where a cut may fall: where a turn or a tool step begins (and after the last message,
+    unless the current turn stays)."""
+    cuts = [i for i in range(1, len(history)) if isinstance(history[i], (UserMessage, AssistantMessage))]
+    if not keep_current_turn:
+        cuts.append(len(history))
+    elif cuts:
+        turn = max((i for i in cuts if isinstance(history[i], UserMessage)), default=0)
+        if turn > 0:
+            cuts = [i for i in cuts if i <= turn]
+    return cuts
+
+
+def _harder_cut(history: Sequence[Message], end: int, budget_chars: int) -> Cut:
+    """What fits as it is would free too little (or nothing fits): summarise all that may go,
+    each message shrunk harder, and leave out the oldest if even that is too much (they are
+    usually an earlier summary's material already)."""
     per_message = max(budget_chars // end - 64, 120)
     prefix = [_shrink(message, per_message, every_text=True) for message in history[:end]]
     sizes = _running_sizes(prefix)

@@ -55,62 +55,85 @@ def conversation_from(
     for ``messages[:index]`` are final (nothing later changes them) and number ``count`` in what
     this call returned. Resuming there gives the same result as starting over, so an encoder can
     keep the encoding of everything before it."""
-    out: list[Message] = []
-    checkpoint: tuple[int, int] | None = None
-    open_calls: list[ToolCallRequest] = []
-    answers: dict[int, ToolResultMessage] = {}
-    in_step = False  # the last message out is a tool step's (a call or a result)
-
-    def settle() -> None:
-        for index, call in enumerate(open_calls):
-            out.append(answers.get(index) or _missing(call))
-        open_calls.clear()
-        answers.clear()
-
+    built = _Conversation(previous)
     items = messages if isinstance(messages, Sequence) else list(messages)
     for index in range(start, len(items)):
         message = items[index]
         if isinstance(message, ToolResultMessage):
-            for index, call in enumerate(open_calls):
-                if call.id == message.call_id and index not in answers:
-                    answers[index] = message
-                    break
-            continue  # a result for no open call: nothing asked for it
-        settle()
-        if isinstance(message, AssistantMessage):
-            if not message.text.strip() and not message.tool_calls:
-                continue
-            if message.tool_calls and not all(_is_json(call.arguments) for call in message.tool_calls):
-                message = _with_json_arguments(message)
-            last = out[-1] if out else previous
-            if last is None:
-                out.append(UserMessage(_text_blocks("(The conversation continues.)")))
-            elif isinstance(last, AssistantMessage) and not last.tool_calls and out:
-                message = _merge_assistant(last, message)
-                out.pop()
-            out.append(message)
-            open_calls.extend(message.tool_calls)
-            in_step = bool(message.tool_calls)
-            continue
-        # A user message, or context (which is sent as user content).
-        last = out[-1] if out else previous
-        if not in_step and isinstance(last, AssistantMessage) and not last.tool_calls:
-            checkpoint = (index, len(out))  # appended after an answer: all before it is final
-        if in_step and isinstance(message, ContextMessage) and isinstance(last, ToolResultMessage):
+            built.result(message)
+        elif isinstance(message, AssistantMessage):
+            built.settle()
+            built.assistant(message)
+        else:
+            built.settle()
+            built.user(index, message)
+    built.settle()
+    return built.out, built.checkpoint
+
+
+class _Conversation:
+    """The conversation being built, message by message."""
+
+    def __init__(self, previous: Message | None) -> None:
+        self.out: list[Message] = []
+        self.previous = previous
+        """The last message out before ``out`` (resuming at a checkpoint), if any."""
+        self.checkpoint: tuple[int, int] | None = None
+        self.open_calls: list[ToolCallRequest] = []
+        self.answers: dict[int, ToolResultMessage] = {}
+        self.in_step = False
+        """The last message out is a tool step's (a call or a result)."""
+
+    def last(self) -> Message | None:
+        return self.out[-1] if self.out else self.previous
+
+    def settle(self) -> None:
+        """The open step's results, in call order (a call without one is answered cancelled)."""
+        for index, call in enumerate(self.open_calls):
+            self.out.append(self.answers.get(index) or _missing(call))
+        self.open_calls.clear()
+        self.answers.clear()
+
+    def result(self, message: ToolResultMessage) -> None:
+        for index, call in enumerate(self.open_calls):
+            if call.id == message.call_id and index not in self.answers:
+                self.answers[index] = message
+                return
+        # a result for no open call: nothing asked for it
+
+    def assistant(self, message: AssistantMessage) -> None:
+        if not message.text.strip() and not message.tool_calls:
+            return
+        if message.tool_calls and not all(_is_json(call.arguments) for call in message.tool_calls):
+            message = _with_json_arguments(message)
+        last = self.last()
+        if last is None:
+            self.out.append(UserMessage(_text_blocks("(The conversation continues.)")))
+        elif isinstance(last, AssistantMessage) and not last.tool_calls and self.out:
+            message = _merge_assistant(last, message)
+            self.out.pop()
+        self.out.append(message)
+        self.open_calls.extend(message.tool_calls)
+        self.in_step = bool(message.tool_calls)
+
+    def user(self, index: int, message: UserMessage | ContextMessage) -> None:
+        """A user message, or context (which is sent as user content)."""
+        last = self.last()
+        if not self.in_step and isinstance(last, AssistantMessage) and not last.tool_calls:
+            self.checkpoint = (index, len(self.out))  # appended after an answer: all before it is final
+        if self.in_step and isinstance(message, ContextMessage) and isinstance(last, ToolResultMessage):
             # Context a step's tools produced belongs to that step: folded into its last result,
             # it keeps the step between the assistant's call and its next message.
-            out[-1] = _with_context(last, message.text)
-            continue
-        if in_step:
-            out.append(AssistantMessage(text=INTERRUPTED_TEXT))
-            in_step = False
-            last = out[-1]
+            self.out[-1] = _with_context(last, message.text)
+            return
+        if self.in_step:
+            self.out.append(AssistantMessage(text=INTERRUPTED_TEXT))
+            self.in_step = False
+            last = self.out[-1]
         if isinstance(last, (UserMessage, ContextMessage)):
-            out[-1] = _merge_user(last, message)
+            self.out[-1] = _merge_user(last, message)
         else:
-            out.append(message)
-    settle()
-    return out, checkpoint
+            self.out.append(message)
 
 
 def _is_json(text: str) -> bool:

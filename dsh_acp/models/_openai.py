@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -72,6 +73,16 @@ _log = logging.getLogger(__name__)
 
 _MAX_ERROR_BODY: Final = 64 * 1024
 _INFO_TIMEOUT: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    """A request that failed in a way worth another try."""
+
+    failure: str
+    asked: float | None = None
+    """The wait the server asked for (``Retry-After``), if it did."""
+    rate_limited: bool = False
 
 
 class OpenAIModel(Model):
@@ -275,85 +286,92 @@ class OpenAIModel(Model):
     async def _send(
         self, body: bytes, notice: Callable[[str, str], Awaitable[None]] | None = None
     ) -> Response:
-        from ._http1 import ConnectionLost, HttpError
-        from ._http1_client import ConnectFailed, ConnectTimedOut
-
+        """POST ``body``: the streamed response, after retries (with back-off) of what is worth
+        another try; ``ModelError`` when the request fails for good."""
         settings = self.settings
-        client = self._http()
         route = await self._routed()
-        url = f"{settings.base_url}/chat/completions"
         waited = 0.0
         attempt = 0
         while True:
             attempt += 1
-            asked: float | None = None
-            rate_limited = False
-            try:
-                with anyio.fail_after(settings.first_event_timeout):
-                    response = await client.request(
-                        "POST",
-                        url,
-                        route.headers,
-                        body,
-                        proxy=route.proxy,
-                        proxy_headers=route.proxy_headers,
-                    )
-            except ConnectTimedOut:
-                raise ModelError(
-                    f"cannot connect to {self._where}: no answer within {settings.connect_timeout:g} s"
-                ) from None
-            except TimeoutError:
-                raise ModelError(self._no_answer()) from None
-            except ConnectFailed as error:
-                raise ModelError(
-                    f"cannot connect to {self._where}: {self._scrub(connect_reason(error))}"
-                ) from None
-            except ConnectionLost as error:
-                # Often a kept-alive connection the server had closed: worth another try.
-                failure = f"the connection to {self._where} was lost before the answer ({reason(error)})"
-            except HttpError as error:
-                raise ModelError(
-                    f"the request to {self._where} failed: {self._scrub(reason(error))}"
-                ) from None
-            else:
-                status = response.status
-                if status == 200:
-                    if content_type(response.headers) not in ("text/event-stream", ""):
-                        response.close()
-                        raise ModelError(
-                            f"the API at {self._where} answered with {content_type(response.headers)},"
-                            " not an event stream"
-                        )
-                    return response
-                detail, document = await self._error_detail(response)
-                too_large = overflow(status, detail, document)
-                if too_large is not None:
-                    window, tokens = too_large
-                    if window:
-                        self._learn_window(window)
-                    failure = self._scrub(http_failure(self._where, status, detail, settings.model))
-                    raise ContextOverflow(failure, window, tokens)
-                if status in (401, 403):
-                    raise ModelAuthError(self._auth_message(status, detail))
-                failure = http_failure(self._where, status, detail, settings.model)
-                if status != 429 and status < 500:
-                    raise ModelError(self._scrub(failure))
-                asked = retry_after(response.headers)
-                rate_limited = status == 429
-            delay = asked
+            outcome = await self._attempt(route, body)
+            if not isinstance(outcome, _Retry):
+                return outcome
+            delay = outcome.asked
             if delay is None:
                 ceiling = min(settings.retry_max_delay, settings.retry_base_delay * 2 ** (attempt - 1))
                 delay = ceiling * (0.5 + 0.5 * self._jitter())
+            failure = outcome.failure
             if attempt > settings.max_retries or waited + delay > settings.retry_budget:
+                asked = outcome.asked
                 why = f"; it asked to wait {asked:g} s" if asked and attempt <= settings.max_retries else ""
                 raise ModelError(self._scrub(f"{failure}; gave up after {attempt} attempt(s){why}"))
             _log.warning("%s; retrying in %.1f s (attempt %d)", self._scrub(failure), delay, attempt + 1)
             if notice is not None:
-                what = "Rate limited" if rate_limited else "The model request failed"
+                what = "Rate limited" if outcome.rate_limited else "The model request failed"
                 wait = f"{delay:.0f} s" if delay >= 1 else f"{delay:.1f} s"
                 await notice(f"{what}; retrying in {wait}", self._scrub(failure))
             await self._sleep(delay)
             waited += delay
+
+    async def _attempt(self, route: Route, body: bytes) -> Response | _Retry:
+        """One try: the response, what to retry, or ``ModelError`` for what a retry cannot mend."""
+        from ._http1 import ConnectionLost, HttpError
+        from ._http1_client import ConnectFailed, ConnectTimedOut
+
+        settings = self.settings
+        try:
+            with anyio.fail_after(settings.first_event_timeout):
+                response = await self._http().request(
+                    "POST",
+                    f"{settings.base_url}/chat/completions",
+                    route.headers,
+                    body,
+                    proxy=route.proxy,
+                    proxy_headers=route.proxy_headers,
+                )
+        except ConnectTimedOut:
+            raise ModelError(
+                f"cannot connect to {self._where}: no answer within {settings.connect_timeout:g} s"
+            ) from None
+        except TimeoutError:
+            raise ModelError(self._no_answer()) from None
+        except ConnectFailed as error:
+            raise ModelError(
+                f"cannot connect to {self._where}: {self._scrub(connect_reason(error))}"
+            ) from None
+        except ConnectionLost as error:
+            # Often a kept-alive connection the server had closed: worth another try.
+            return _Retry(f"the connection to {self._where} was lost before the answer ({reason(error)})")
+        except HttpError as error:
+            raise ModelError(f"the request to {self._where} failed: {self._scrub(reason(error))}") from None
+        return await self._answered(response)
+
+    async def _answered(self, response: Response) -> Response | _Retry:
+        """The API's answer: the event stream, a status worth a retry (429, 5xx), or the error."""
+        status = response.status
+        if status == 200:
+            if content_type(response.headers) not in ("text/event-stream", ""):
+                response.close()
+                kind = content_type(response.headers)
+                raise ModelError(f"the API at {self._where} answered with {kind}, not an event stream")
+            return response
+        detail, document = await self._error_detail(response)
+        model = self.settings.model
+        too_large = overflow(status, detail, document)
+        if too_large is not None:
+            window, tokens = too_large
+            if window:
+                self._learn_window(window)
+            raise ContextOverflow(
+                self._scrub(http_failure(self._where, status, detail, model)), window, tokens
+            )
+        if status in (401, 403):
+            raise ModelAuthError(self._auth_message(status, detail))
+        failure = http_failure(self._where, status, detail, model)
+        if status != 429 and status < 500:
+            raise ModelError(self._scrub(failure))
+        return _Retry(failure, retry_after(response.headers), rate_limited=status == 429)
 
     def _no_answer(self) -> str:
         wait = self.settings.first_event_timeout

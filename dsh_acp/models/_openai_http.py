@@ -140,32 +140,36 @@ def route_from_env(base_url: str, headers: dict[str, str]) -> Route:
     The proxy's credentials go to the proxy alone: on the request itself when it is forwarded,
     on the CONNECT when it is tunnelled (which carries nothing of the request's headers, so the
     API key never reaches the proxy)."""
-    from urllib.parse import unquote, urlsplit
+    from urllib.parse import urlsplit
     from urllib.request import getproxies, proxy_bypass
 
     parts = urlsplit(base_url)
     netrc = _netrc()
-    proxy = proxy_headers = None
     found = getproxies().get(parts.scheme) if parts.hostname and not proxy_bypass(parts.hostname) else None
-    if found:
-        via = urlsplit(found if "://" in found else f"http://{found}")
-        if via.scheme != "http" or not via.hostname:
-            # A TLS connection to the proxy itself is not spoken here.
-            _log.warning("ignoring the proxy %s: only http:// proxies are supported", via.hostname or found)
-        else:
-            port = f":{via.port}" if via.port else ""
-            host = f"[{via.hostname}]" if ":" in via.hostname else via.hostname
-            proxy = f"http://{host}{port}"
-            user = (unquote(via.username or ""), unquote(via.password or "")) if via.username else None
-            if user is None and netrc is not None:
-                user = _netrc_user(netrc, via.hostname)
-            if user is not None:
-                proxy_headers = {"Proxy-Authorization": _basic(*user)}
+    proxy, proxy_headers = _proxy(found, netrc) if found else (None, None)
     if "Authorization" not in headers and parts.hostname and parts.username is None and netrc is not None:
         user = _netrc_user(netrc, parts.hostname)
         if user is not None:
             headers = {**headers, "Authorization": _basic(*user)}
     return Route(proxy, proxy_headers, headers)
+
+
+def _proxy(found: str, netrc: netrc.netrc | None) -> tuple[str | None, dict[str, str] | None]:
+    """The proxy an environment variable names, as ``http://host:port``, and the header that
+    carries its credentials (from its URL, else from ``.netrc``)."""
+    from urllib.parse import unquote, urlsplit
+
+    via = urlsplit(found if "://" in found else f"http://{found}")
+    if via.scheme != "http" or not via.hostname:
+        # A TLS connection to the proxy itself is not spoken here.
+        _log.warning("ignoring the proxy %s: only http:// proxies are supported", via.hostname or found)
+        return None, None
+    port = f":{via.port}" if via.port else ""
+    host = f"[{via.hostname}]" if ":" in via.hostname else via.hostname
+    user = (unquote(via.username or ""), unquote(via.password or "")) if via.username else None
+    if user is None and netrc is not None:
+        user = _netrc_user(netrc, via.hostname)
+    return f"http://{host}{port}", None if user is None else {"Proxy-Authorization": _basic(*user)}
 
 
 def _netrc() -> netrc.netrc | None:

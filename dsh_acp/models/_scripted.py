@@ -16,7 +16,7 @@ name first, its arguments reported as they grow, the complete call at the end of
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,59 @@ class ScriptExhausted(RuntimeError):
     """The conversation went past the end of the script."""
 
 
+def _is_strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_duration(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def _is_usage(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(value.get(key), int) for key in ("input", "output"))
+
+
+# Each key a step may hold, what its value must be (absent is always fine) and what is said if not.
+_STEP_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    (
+        "text",
+        lambda v: v is None or isinstance(v, str) or _is_strings(v),
+        "must be a string or a list of strings",
+    ),
+    ("thought", lambda v: isinstance(v, str), "must be a string"),
+    ("finish", lambda v: v in _FINISH, f"must be one of {sorted(_FINISH)}"),
+    ("delay_ms", _is_duration, "must be a non-negative number"),
+    ("usage", lambda v: v is None or _is_usage(v), 'must be {"input": int, "output": int}'),
+)
+_CALL_CHECKS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    (
+        "arguments",
+        lambda v: isinstance(v, dict | str) or _is_strings(v),
+        "must be an object, a string or a list of strings",
+    ),
+    ("pause_ms", _is_duration, "must be a non-negative number"),
+)
+
+
+def _check_keys(
+    found: dict[str, Any], checks: tuple[tuple[str, Callable[[Any], bool], str], ...], where: str
+) -> list[str]:
+    return [
+        f"{where}.{key} {message}" for key, valid, message in checks if key in found and not valid(found[key])
+    ]
+
+
+def _check_call(call: Any, where: str) -> list[str]:
+    if not isinstance(call, dict):
+        return [f"{where} must be an object"]
+    problems = [
+        f"{where}.{key} must be a non-empty string"
+        for key in ("id", "name")
+        if not isinstance(call.get(key), str) or not call.get(key)
+    ]
+    return problems + _check_keys(call, _CALL_CHECKS, where)
+
+
 def _check_step(step: Any, where: str, problems: list[str]) -> None:
     if not isinstance(step, dict):
         problems.append(f"{where} must be an object")
@@ -52,39 +105,9 @@ def _check_step(step: Any, where: str, problems: list[str]) -> None:
     unknown = sorted(set(step) - _STEP_KEYS)
     if unknown:
         problems.append(f"{where} has unknown keys {unknown}")
-    text = step.get("text")
-    if text is not None and not (
-        isinstance(text, str) or (isinstance(text, list) and all(isinstance(t, str) for t in text))
-    ):
-        problems.append(f"{where}.text must be a string or a list of strings")
-    if "thought" in step and not isinstance(step["thought"], str):
-        problems.append(f"{where}.thought must be a string")
-    if step.get("finish", "stop") not in _FINISH:
-        problems.append(f"{where}.finish must be one of {sorted(_FINISH)}")
-    delay = step.get("delay_ms", 0)
-    if not isinstance(delay, int | float) or isinstance(delay, bool) or delay < 0:
-        problems.append(f"{where}.delay_ms must be a non-negative number")
-    usage = step.get("usage")
-    if usage is not None and not (
-        isinstance(usage, dict) and all(isinstance(usage.get(k), int) for k in ("input", "output"))
-    ):
-        problems.append(f'{where}.usage must be {{"input": int, "output": int}}')
+    problems.extend(_check_keys(step, _STEP_CHECKS, where))
     for index, call in enumerate(step.get("tool_calls") or ()):
-        spot = f"{where}.tool_calls[{index}]"
-        if not isinstance(call, dict):
-            problems.append(f"{spot} must be an object")
-            continue
-        for key in ("id", "name"):
-            if not isinstance(call.get(key), str) or not call.get(key):
-                problems.append(f"{spot}.{key} must be a non-empty string")
-        arguments = call.get("arguments", {})
-        if not isinstance(arguments, dict | str) and not (
-            isinstance(arguments, list) and all(isinstance(piece, str) for piece in arguments)
-        ):
-            problems.append(f"{spot}.arguments must be an object, a string or a list of strings")
-        pause = call.get("pause_ms", 0)
-        if not isinstance(pause, int | float) or isinstance(pause, bool) or pause < 0:
-            problems.append(f"{spot}.pause_ms must be a non-negative number")
+        problems.extend(_check_call(call, f"{where}.tool_calls[{index}]"))
 
 
 def _position(messages: Sequence[Message]) -> tuple[int, int]:
