@@ -62,9 +62,9 @@ def _strings(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str
             yield from _strings(item, path)
 
 
-# What is exact on purpose: the call's input, a command's output, a file's text, and paths a
-# client opens (a file name is what it is; the card's text names it escaped).
-_EXACT = {"rawInput", "rawOutput", "data", "oldText", "newText", "path", "cwd", "requestedSchema"}
+# What is exact on purpose: the call's input, a command's output, a file's text, paths a client
+# opens (a file name is what it is; the card's text names it escaped), the values a form answers.
+_EXACT = {"rawInput", "rawOutput", "data", "oldText", "newText", "path", "cwd", "const", "enum", "default"}
 _CONVERSATION = {"agent_message_chunk", "agent_thought_chunk", "user_message_chunk"}
 
 
@@ -103,20 +103,32 @@ async def test_titles_notices_options_and_plans_are_escaped_through_the_real_age
                 "t", "todo_write", todos=[{"content": "Run\rtests \u2066hidden\u2069", "status": "pending"}]
             ),
             call("m", "mcp__toolbox__report_fdp_exe"),
+            call("q", "mcp__asks__spoof"),
             {"text": "done"},
         ],
     ]
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"turns": turns}))
-    server = {"name": "toolbox", "command": sys.executable, "args": [str(SERVERS / "toolbox.py")], "env": []}
-    answers = deque(["reject_once", "reject_once", "reject_once", "allow_once"])
+    servers = [
+        {"name": name, "command": sys.executable, "args": [str(SERVERS / f"{name}.py")], "env": []}
+        for name in ("toolbox", "asks")
+    ]
+    answers = deque(["reject_once", "reject_once", "reject_once", "allow_once", "allow_once"])
     args = ["--model", f"script:{script}", "--mode", "default", "--state-dir", str(tmp_path / "state")]
-    capabilities = {"fs": {"readTextFile": False}, "_meta": {"terminal_output": True}}
+    capabilities = {
+        "fs": {"readTextFile": False},
+        "_meta": {"terminal_output": True},
+        "elicitation": {"form": {}},
+    }
     async with AcpClient.subprocess(
-        args, schema=acp_schema, permission_answers=answers, cwd=str(ws)
+        args,
+        schema=acp_schema,
+        permission_answers=answers,
+        elicitation_answers=deque([{"action": "decline"}]),
+        cwd=str(ws),
     ) as client:
         await client.initialize(capabilities)
-        sid = await client.new_session(str(ws), mcpServers=[server])
+        sid = await client.new_session(str(ws), mcpServers=servers)
         await client.prompt(sid, "/tools")
         await client.prompt(sid, "Show\u202e me\x1b[2K the cards")
         messages = list(client.agent_messages)
@@ -128,7 +140,11 @@ async def test_titles_notices_options_and_plans_are_escaped_through_the_real_age
     one_line_keys = {"title", "name"}
     assert not [(p, t) for p, t in shown if one_line_keys.intersection(p[-1:]) and ("\n" in t or "\t" in t)]
 
-    cards = {r["params"]["toolCall"]["toolCallId"]: r["params"] for r in requests}
+    cards = {
+        r["params"]["toolCall"]["toolCallId"]: r["params"]
+        for r in requests
+        if r["method"] == "session/request_permission"
+    }
     assert cards["b"]["toolCall"]["title"] == "touch X #\\rls -la"
     assert cards["b"]["toolCall"]["rawInput"]["command"] == "touch X #\rls -la"  # the exact text
     read_notice = cards["r"]["toolCall"]["content"][0]["content"]["text"]
@@ -149,3 +165,8 @@ async def test_titles_notices_options_and_plans_are_escaped_through_the_real_age
         and "Tools:" in u["content"]["text"]
     )
     assert "- `mcp__toolbox__report_fdp_exe`: Harmless\\x1b[2K\n" in listing + "\n"
+    (question,) = [m["params"] for m in messages if m.get("method") == "elicitation/create"]
+    assert question["message"] == "Allow\\rDeny \\u2066this\\u2069?"
+    target = question["requestedSchema"]["properties"]["target"]
+    assert (target["title"], target["description"]) == ("Target\\rProduction", "Where\\x1b[2K to")
+    assert target["oneOf"] == [{"const": "prod", "title": "staging\\u202e"}]

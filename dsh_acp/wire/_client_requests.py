@@ -126,11 +126,27 @@ class ElicitationParams(TypedDict):
 def elicitation_params(
     session_id: str, call_id: str, message: str, schema: dict[str, Any]
 ) -> ElicitationParams:
-    """``elicitation/create`` in form mode: a question to the user, asked for a tool call."""
+    """``elicitation/create`` in form mode: a question to the user, asked for a tool call (its
+    message and the form's labels made ``visible``; the values an answer carries stay exact)."""
     return {
         "sessionId": session_id,
         "toolCallId": call_id,
         "mode": "form",
         "message": visible(message, lines=True),
-        "requestedSchema": schema,
+        "requestedSchema": _shown_labels(schema),
     }
+
+
+def _shown_labels(schema: dict[str, Any]) -> dict[str, Any]:
+    """A form's schema with every ``title`` (one line) and ``description`` made ``visible``. A
+    form is flat (MCP's, or the ``ask_user`` tool's), so this goes a few levels deep at most."""
+    shown: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("title", "description") and isinstance(value, str):
+            value = visible(value, lines=key == "description")
+        elif isinstance(value, dict):
+            value = _shown_labels(value)
+        elif isinstance(value, list):
+            value = [_shown_labels(item) if isinstance(item, dict) else item for item in value]
+        shown[key] = value
+    return shown
