@@ -23,7 +23,7 @@ from dsh_acp.wire._updates import session_info_update
 from dsh_tools import AudioBlock, ContentBlock, ImageBlock, TextBlock
 
 from ._session_manager import SessionManager
-from ._slash_commands import NO_MODEL_MESSAGE, CommandTable, model_instruction, parse_command
+from ._slash_commands import NO_MODEL_MESSAGE, CommandTable, SlashCommand, model_instruction, parse_command
 
 __all__ = ["PromptRunner"]
 
@@ -93,38 +93,12 @@ class PromptRunner:
             # The model does the work (its writes ask as any write does); the user sees what they typed.
             model_prompt = (TextBlock(text=model_instruction(*command)),)
             command = None
-        stop: StopReason = "cancelled"
         try:
-            with turn.scope:
-                session.record(
-                    UserPrompt(
-                        prompt,
-                        self.config.message_ids(),
-                        # Commands are not part of the model's conversation.
-                        command=command[0].name if command is not None else None,
-                        model_content=model_prompt if model_prompt is not prompt else None,
-                    )
-                )
-                if command is not None:
-                    stop = await self._commands.run(session, runner, command[0].name, command[1])
-                elif session.model is None:
-                    await session.say(NO_MODEL_MESSAGE, self.config.message_ids())
-                    stop = "end_turn"
-                else:
-                    stop = await runner.run()
-            if turn.cancel_requested:
-                stop = "cancelled"
-                await runner.close_open_calls()
-            session.record(TurnStopped(stop))
+            stop = await self._turn(session, turn, runner, prompt, model_prompt, command)
             if turn.log_error is not None:
                 raise turn.log_error
-            untitled = session.title is None and not session.titling
-            if stop != "cancelled" and command is None and model_prompt is prompt and untitled:
-                if session.model is not None and session.model.writes_titles and prompt_words(prompt):
-                    # One short request after the answer: the user is not kept waiting for it.
-                    session.titling = True
-                    return Reply({"stopReason": stop}, lambda: self._write_title(session, prompt))
-                await self._set_title(session, prompt_words(prompt))
+            if stop != "cancelled" and command is None and model_prompt is prompt:
+                return await self._titled(session, prompt, {"stopReason": stop})
             return {"stopReason": stop}
         except ScriptExhausted as error:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
@@ -140,6 +114,54 @@ class PromptRunner:
                 except Exception:
                     _log.debug("could not close open calls", exc_info=True)
             raise
+
+    async def _turn(
+        self,
+        session: Session,
+        turn: Turn,
+        runner: TurnRunner,
+        prompt: tuple[ContentBlock, ...],
+        model_prompt: tuple[ContentBlock, ...],
+        command: tuple[SlashCommand, str] | None,
+    ) -> StopReason:
+        """The prompt logged and run (by the model or as a command); its stop reason, logged."""
+        stop: StopReason = "cancelled"
+        with turn.scope:
+            session.record(
+                UserPrompt(
+                    prompt,
+                    self.config.message_ids(),
+                    # Commands are not part of the model's conversation.
+                    command=command[0].name if command is not None else None,
+                    model_content=model_prompt if model_prompt is not prompt else None,
+                )
+            )
+            if command is not None:
+                stop = await self._commands.run(session, runner, command[0].name, command[1])
+            elif session.model is None:
+                await session.say(NO_MODEL_MESSAGE, self.config.message_ids())
+                stop = "end_turn"
+            else:
+                stop = await runner.run()
+        if turn.cancel_requested:
+            stop = "cancelled"
+            await runner.close_open_calls()
+        session.record(TurnStopped(stop))
+        return stop
+
+    async def _titled(
+        self, session: Session, prompt: tuple[ContentBlock, ...], answer: dict[str, Any]
+    ) -> dict[str, Any] | Reply:
+        """The answer to a session's first model prompt, the session titled: by the model after
+        the answer where it writes titles, else now by the prompt's words."""
+        if session.title is not None or session.titling:
+            return answer
+        if session.model is not None and session.model.writes_titles and prompt_words(prompt):
+            # One short request after the answer: the user is not kept waiting for it.
+            session.titling = True
+            return Reply(answer, lambda: self._write_title(session, prompt))
+        await self._set_title(session, prompt_words(prompt))
+        return answer
 
     async def _write_title(self, session: Session, prompt: tuple[ContentBlock, ...]) -> None:
         """The model's title for the session (the first prompt's words if it writes none)."""
