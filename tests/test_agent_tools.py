@@ -232,7 +232,7 @@ async def test_terminal_card_streams_output(
     assert updates[-1] == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "t1",
-        "status": "completed",
+        "status": "failed",  # it exits 3: drawn as a failure
         "_meta": {"terminal_exit": {"terminal_id": "t1", "exit_code": 3, "signal": None}},
     }
     assert model.requests[1].messages[-1].content[0].text.endswith("[exit code 3]")

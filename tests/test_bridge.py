@@ -221,6 +221,8 @@ def test_terminal_output_chunks() -> None:
 
 
 def test_terminal_finish_streamed_has_exit_and_no_content() -> None:
+    # A non-zero exit is a failed call (clients draw completed as success); the client's own
+    # terminal shows the exit, so the title stays the command.
     info = CallInfo("t1", "bash", {}, TERM_VIEW)
     view = TerminalResultView(output="a\nb\n", exit_code=2)
     updates = finish_call(
@@ -230,7 +232,7 @@ def test_terminal_finish_streamed_has_exit_and_no_content() -> None:
         {
             "sessionUpdate": "tool_call_update",
             "toolCallId": "t1",
-            "status": "completed",
+            "status": "failed",
             "_meta": {"terminal_exit": {"terminal_id": "t1", "exit_code": 2, "signal": None}},
         }
     ]
@@ -285,8 +287,15 @@ def test_terminal_fallback_for_plain_clients_is_fenced() -> None:
         info, ToolResult(content=()), TerminalResultView(output=output, exit_code=1), PLAIN
     )
     body = update["content"][0]["content"]["text"]
-    assert body == "`````console\n# not a heading\n``` fake fence\n````\n`````\n\nExit code 1"
+    # A client that shows a card as one line sees the exit first, and in the title.
+    assert body == "Exit code 1\n\n`````console\n# not a heading\n``` fake fence\n````\n`````"
+    assert (update["status"], update["title"]) == ("failed", "ls -la (exit code 1)")
     assert "_meta" not in update
+    (passed,) = finish_call(
+        info, ToolResult(content=()), TerminalResultView(output="ok\n", exit_code=0), PLAIN
+    )
+    assert passed["status"] == "completed"
+    assert "title" not in passed
 
 
 def test_fallback_is_bounded_with_a_marker() -> None:
@@ -302,7 +311,8 @@ def test_fallback_empty_output_and_signals() -> None:
     (update,) = finish_call(
         info, ToolResult(content=()), TerminalResultView(output="", signal="SIGKILL"), PLAIN
     )
-    assert update["content"][0]["content"]["text"] == "(no output)\n\nKilled by SIGKILL"
+    assert update["content"][0]["content"]["text"] == "Killed by SIGKILL\n\n(no output)"
+    assert (update["status"], update["title"]) == ("failed", "ls -la (killed by SIGKILL)")
 
 
 def test_generic_results() -> None:

@@ -76,7 +76,8 @@ async def test_commands_run_in_the_clients_terminal(acp_schema: AcpSchema, tmp_p
     assert done["status"] == "completed"
     assert done["content"] == attach["content"]
     bad = calls_of(client, "bad")[-1]
-    assert bad["status"] == "completed"
+    assert bad["status"] == "failed"
+    assert bad["title"].endswith(" (exit code 3)")
     assert bad["content"][-1] == {"type": "content", "content": {"type": "text", "text": "Exit code 3"}}
     seen = {
         m.call_id: m.content[0].text  # type: ignore[union-attr]

@@ -274,7 +274,8 @@ def test_bash_is_a_live_terminal_card(run: Run) -> None:
     assert "".join(output["data"] for output in outputs) == BASH_OUTPUT
 
     final = updates[-1]
-    assert final["status"] == "completed"
+    assert final["status"] == "failed"  # it exits non-zero: drawn as a failure
+    assert "title" not in final  # Zed's terminal shows the exit itself: the title stays the command
     assert final["_meta"]["terminal_exit"]["terminal_id"] == "call-bash"
     assert final["_meta"]["terminal_exit"]["exit_code"] == BASH_EXIT
     # Any `content` in an update replaces the card's content and so would wipe the terminal block.
@@ -389,14 +390,16 @@ def test_the_turn_closes_every_call_and_ends(run: Run) -> None:
     assert announced == set(CALLS)
     for call_id in CALLS:
         statuses = [u["status"] for u in run.updates(call_id) if "status" in u]
-        assert statuses[-1] == "completed", (call_id, statuses)
+        # The command exits non-zero (its output is what the model reads), so it ends failed.
+        assert statuses[-1] == ("failed" if call_id == "call-bash" else "completed"), (call_id, statuses)
     assert run.doc["prompt"] == {"stopReason": "end_turn"}
     # The answer comes after every update of the turn.
     agent_wire = run.wire("agent")
     assert "result" in agent_wire[-1][1]
     assert agent_wire[-1][1]["result"] == {"stopReason": "end_turn"}
     texts = [u["content"]["text"] for u in run.updates() if u["sessionUpdate"] == "agent_message_chunk"]
-    assert "".join(texts) == "Running the tests first.Fixed the greeting and added a helper."
+    # The second step's text starts a paragraph (a client that ignores messageId glued them).
+    assert "".join(texts) == "Running the tests first.\n\nFixed the greeting and added a helper."
 
 
 def test_closing_stdin_ends_the_agent_cleanly(run: Run) -> None:
@@ -552,7 +555,8 @@ def test_todo_write_is_a_live_plan_with_usage_and_then_a_title(editor: Run) -> N
     # The meter follows each request as it ends (the first one's before its tool ran), not a total
     # at the end of the turn.
     assert kinds.index("usage_update") < kinds.index("plan")
-    assert _messages(turn) == ["Planning first.", "The greeting is in src/app.py; fixing it next."]
+    # The second step's text starts a paragraph: a client that ignores messageId would glue them.
+    assert _messages(turn) == ["Planning first.", "\n\nThe greeting is in src/app.py; fixing it next."]
     # The title comes once the turn's work is shown, before its answer, from the first prompt.
     assert kinds[-1] == "session_info_update"
     title = turn[-1]
@@ -694,7 +698,8 @@ def test_a_failing_command_shows_its_exit_status_and_the_model_gets_the_output(t
     done = terminals.call_updates("call-print")[-1]
     assert done["status"] == "completed"
     failed = terminals.call_updates("call-fail")[-1]
-    assert failed["status"] == "completed"  # a non-zero exit is the command's answer, not a failure
+    assert failed["status"] == "failed"  # clients draw completed as success
+    assert failed["title"].endswith(" (exit code 3)")
     assert failed["content"][-1] == {"type": "content", "content": {"type": "text", "text": "Exit code 3"}}
     outputs = _terminal_requests(terminals, "terminal_output")
     assert [o["terminalId"] for o in outputs[:2]] == ["term-1", "term-2"]

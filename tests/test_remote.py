@@ -333,7 +333,7 @@ def test_two_clients_at_once_each_see_only_their_own_session(
         for u in a["updates"]
         if u["update"]["sessionUpdate"] == "agent_message_chunk"
     ]
-    assert "".join(texts) == "Saying hello.Done."
+    assert "".join(texts) == "Saying hello.\n\nDone."  # the second step starts a paragraph
     # A session a connected client holds is not taken from it: a clear error.
     error = doc["loadWhileHeld"]["error"]
     assert "is open on another connection whose client is still connected" in error["message"]

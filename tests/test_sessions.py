@@ -184,11 +184,17 @@ async def test_list_sessions_filters_and_pages(acp_schema: AcpSchema, tmp_path: 
         await client.initialize()
         a = await client.new_session(str(tmp_path))
         b = await client.new_session(str(other))
+        unprompted = await client.new_session(str(other))
+        for sid in (a, b):
+            await client.prompt(sid, "/tools")
         listed = await client.request("session/list", {})
-        assert {s["sessionId"] for s in listed["sessions"]} == {a, b}
+        assert {s["sessionId"] for s in listed["sessions"]} == {a, b}  # not the one never prompted
         only = await client.request("session/list", {"cwd": str(other)})
         assert [s["sessionId"] for s in only["sessions"]] == [b]
         assert only["sessions"][0]["cwd"] == str(other)
+        # No title yet (a command names none): the field is left out, never null.
+        assert set(only["sessions"][0]) == {"sessionId", "cwd", "updatedAt"}
+        assert unprompted not in {s["sessionId"] for s in listed["sessions"]}
         with pytest.raises(RpcError, match="cursor"):
             await client.request("session/list", {"cursor": "nonsense"})
     client.assert_valid()
@@ -253,6 +259,21 @@ def test_a_listing_is_written_again_on_open_only_when_it_lags(tmp_path: Path) ->
         handle.write(b'{"type":"title","title":"later","ts":"T"}\n')
     store.open("s1").close()
     assert json.loads(listing.read_text())["size"] == log.path.stat().st_size
+    store.close()
+
+
+def test_only_prompted_sessions_are_listed_even_from_a_stale_or_old_listing(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, clock=lambda: "T")
+    store.create("idle", "/w", []).close()
+    prompted = store.create("talked", "/w", [])
+    prompted.append(UserPrompt((TextBlock(text="hi"),)))  # the listing is not rewritten for it
+    prompted.close()
+    assert [s.session_id for s in store.list()] == ["talked"]
+    old = tmp_path / "sessions" / "idle.listing.json"
+    listing = json.loads(old.read_text())
+    del listing["prompted"]  # written before the key existed: listed, as it was then
+    old.write_text(json.dumps(listing))
+    assert sorted(s.session_id for s in store.list()) == ["idle", "talked"]
     store.close()
 
 

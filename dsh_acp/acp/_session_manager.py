@@ -22,7 +22,7 @@ from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUN
 from dsh_acp.session._events import ConfigChanged, SessionEvent
 from dsh_acp.session._memory import collector_paused, release_freed_memory
 from dsh_acp.session._session import Session, SessionIO
-from dsh_acp.session._store import Redactor, SessionBusy, SessionStore
+from dsh_acp.session._store import Redactor, SessionBusy, SessionStore, StoredSession
 from dsh_acp.wire._client_profile import ClientProfile
 from dsh_acp.wire._render_context import RenderContext
 from dsh_acp.wire._updates import AvailableCommandsUpdate, agent_message, notice
@@ -415,17 +415,21 @@ class SessionManager:
             except ValueError:
                 raise invalid_params(f"cursor {cursor!r} is not one we gave", "cursor") from None
         answer: dict[str, Any] = {
-            "sessions": [
-                {
-                    "sessionId": s.session_id,
-                    "cwd": s.cwd,
-                    "additionalDirectories": s.additional_directories,
-                    "title": None if s.title is None else visible(s.title),
-                    "updatedAt": s.updated_at,
-                }
-                for s in stored[start : start + SESSIONS_PAGE]
-            ]
+            "sessions": [_session_info(s) for s in stored[start : start + SESSIONS_PAGE]]
         }
         if start + SESSIONS_PAGE < len(stored):
             answer["nextCursor"] = str(start + SESSIONS_PAGE)
         return answer
+
+
+def _session_info(stored: StoredSession) -> dict[str, Any]:
+    """A ``SessionInfo``: a field the schema lets us omit is omitted rather than ``null`` (a
+    client that reads ``null`` as a value crashed on it: CodeCompanion's ``/resume``)."""
+    info: dict[str, Any] = {"sessionId": stored.session_id, "cwd": stored.cwd}
+    if stored.additional_directories:
+        info["additionalDirectories"] = stored.additional_directories
+    if stored.title:
+        info["title"] = visible(stored.title)
+    if stored.updated_at:
+        info["updatedAt"] = stored.updated_at
+    return info

@@ -36,6 +36,7 @@ from dsh_acp.session._events import AssistantReply, Compacted, CostReported, Usa
 from dsh_acp.session._session import Session
 from dsh_acp.wire._bridge import summary_chunk
 from dsh_acp.wire._updates import (
+    STEP_BREAK,
     Notice,
     agent_message,
     agent_thought,
@@ -88,6 +89,8 @@ class TurnRunner:
         self._tools = ToolStep(session, settings, self._streaming)
         self.last_text_id: str | None = None
         self.last_usage: Usage | None = None
+        self._texted = False
+        """Whether a model step of this turn already sent text (the next one starts a paragraph)."""
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -274,6 +277,7 @@ class TurnRunner:
         calls: list[ToolCallRequest] = []
         finish: FinishReason = "stop"
         ids: dict[str, str] = {}
+        texted = False
         send = session.send
         try:
             async for event in session.model.stream(request):
@@ -284,7 +288,13 @@ class TurnRunner:
                         if not quiet:
                             await send(summary_chunk(event.text, message_id, compaction_id, session.render))
                         continue
-                    await send(agent_message(event.text, message_id))
+                    shown = event.text
+                    if shown and not texted:  # the step's first text (a replay does the same)
+                        texted = True
+                        if self._texted:
+                            shown = STEP_BREAK + shown
+                        self._texted = True
+                    await send(agent_message(shown, message_id))
                 elif type(event) is ReasoningDelta:
                     reasoning.append(event.text)
                     if not session.show_reasoning:

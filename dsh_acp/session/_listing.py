@@ -24,6 +24,9 @@ class Listing:
     title: str | None
     updated_at: str
     size: int = 0
+    prompted: bool = False
+    """Whether the session was ever prompted: ``session/list`` lists only those (one opened and
+    left is no conversation to go back to)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -32,6 +35,7 @@ class Listing:
             "title": self.title,
             "updated_at": self.updated_at,
             "size": self.size,
+            "prompted": self.prompted,
         }
 
     @classmethod
@@ -41,11 +45,16 @@ class Listing:
             raise TypeError("not a listing")
         if not isinstance(size, int) or not isinstance(data["updated_at"], str):
             raise TypeError("not a listing")
+        # A listing written before the key existed: its session was listed then, and stays so.
+        prompted = data.get("prompted", True)
+        if not isinstance(prompted, bool):
+            raise TypeError("not a listing")
         directories = [d for d in data["additional_directories"] if isinstance(d, str)]
-        return cls(data["cwd"], directories, title, data["updated_at"], size)
+        return cls(data["cwd"], directories, title, data["updated_at"], size, prompted)
 
     def catch_up(self, data: bytes) -> None:
-        """Take in the lines of ``data`` (what the log gained): titles and the last time.
+        """Take in the lines of ``data`` (what the log gained): titles, whether a prompt came,
+        and the last time.
 
         Only the lines that can change them are parsed (parsing every line of a long log was most
         of its first load): a title event's line holds ``"title"`` twice, as its type and as its
@@ -53,6 +62,9 @@ class Listing:
         one, found from the end."""
         lines = data.split(b"\n")
         for line in lines:
+            if not self.prompted and b'"type":"user"' in line:
+                record = _record(line)
+                self.prompted = record is not None and record.get("type") == "user"
             if line.count(b'"title"') < 2:
                 continue
             record = _record(line)

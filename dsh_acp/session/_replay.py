@@ -29,6 +29,7 @@ from dsh_acp.wire._bridge import (
     wire_block,
 )
 from dsh_acp.wire._updates import (
+    STEP_BREAK,
     SessionUpdate,
     agent_message,
     agent_thought,
@@ -102,7 +103,7 @@ class _Call:
 class _Replay:
     """The cards of one replay: each call's, from its announcement to its end."""
 
-    __slots__ = ("calls", "lookup", "open_calls", "render")
+    __slots__ = ("calls", "lookup", "open_calls", "render", "texted")
 
     def __init__(self, render: RenderContext, tools: ToolRegistry | None) -> None:
         self.render = render
@@ -110,6 +111,8 @@ class _Replay:
         self.calls: dict[str, _Call] = {}
         self.open_calls: dict[str, CallInfo] = {}
         """The calls announced and not yet ended, in order (plans are not announced)."""
+        self.texted = False
+        """Whether a model step of the turn being replayed sent text (as the live turn tracks)."""
 
     def called(self, event: ToolCalled) -> Iterator[SessionUpdate]:
         definition = self.lookup(event.name) if self.lookup is not None else None
@@ -172,12 +175,16 @@ class _Replay:
         for info in self.open_calls.values():
             yield from cancelled_call(info, self.render)
 
-
-def _reply(event: AssistantReply) -> Iterator[SessionUpdate]:
-    if event.reasoning:
-        yield agent_thought(event.reasoning, event.thought_id)
-    if event.text:
-        yield agent_message(event.text, event.text_id)
+    def reply(self, event: AssistantReply) -> Iterator[SessionUpdate]:
+        if event.reasoning:
+            yield agent_thought(event.reasoning, event.thought_id)
+        if not event.text:
+            return
+        if event.aside:  # a command's answer: a turn of its own, no model step
+            yield agent_message(event.text, event.text_id)
+            return
+        yield agent_message(STEP_BREAK + event.text if self.texted else event.text, event.text_id)
+        self.texted = True
 
 
 def replay_updates(
@@ -193,12 +200,13 @@ def replay_updates(
             case ToolFinished():
                 yield from replay.finished(event)
             case AssistantReply():
-                yield from _reply(event)
+                yield from replay.reply(event)
             case UsageReported():
                 yield usage_update(event.used, event.size, None if event.cost is None else float(event.cost))
             case ToolCancelled():
                 yield from replay.cancelled(event)
             case UserPrompt():
+                replay.texted = False
                 for block in event.content:
                     yield user_message_chunk(wire_block(block), event.message_id)
             case Compacted():

@@ -41,7 +41,7 @@ from dsh_tools import KnownSecrets, secret_values
 
 from ._claims import Claims, SessionBusy
 from ._event_lines import event_json
-from ._events import FORMAT_VERSION, SessionEvent, TitleSet, TurnStopped
+from ._events import FORMAT_VERSION, SessionEvent, TitleSet, TurnStopped, UserPrompt
 from ._listing import Listing
 from ._memory import collector_paused
 from ._reading import LoadedSession, LogStream, check_header, header_of
@@ -168,6 +168,8 @@ class SessionLog:
         record = self._store.redact({**event_json(event), "ts": ts})
         self.write_record(record, sync=type(event) is TurnStopped)
         self.listing.updated_at = ts
+        if type(event) is UserPrompt:
+            self.listing.prompted = True
         if type(event) is TitleSet:
             self.listing.title = record["title"]
         if type(event) is TitleSet or type(event) is TurnStopped:
@@ -512,7 +514,7 @@ class SessionStore:
             except StoreError as error:
                 _log.warning("session/list: %s", error.message)
                 continue
-            if cwd is not None and listing.cwd != cwd:
+            if (cwd is not None and listing.cwd != cwd) or not listing.prompted:
                 continue
             found.append(
                 StoredSession(

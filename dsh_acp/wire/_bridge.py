@@ -354,6 +354,13 @@ def output_chunk(info: CallInfo, data: str, ctx: RenderContext) -> ToolCallUpdat
 # -- the result ----------------------------------------------------------------------------
 
 
+def _failed_exit(view: ToolResultView | None) -> bool:
+    """Whether a command's result says it failed: a non-zero exit or a signal."""
+    return isinstance(view, TerminalResultView) and (
+        view.exit_code not in (None, 0) or view.signal is not None
+    )
+
+
 def _terminal_finish(
     info: CallInfo,
     result: ToolResult,
@@ -378,19 +385,9 @@ def _terminal_finish(
     if output is None and not result.is_error:
         output = text_of(result.content)
     title = terminal.title if terminal and terminal.title else None
+    line = _exit_line(exit_code, signal)
 
-    if attached is not None:  # the client's terminal shows the output; the card keeps it
-        note = "\n\n".join(part for part in (_exit_line(exit_code, signal), reason) if part)
-        update = tool_call_update(
-            info.call_id, status, title=title, content=_attached_content(info, attached, note or None)
-        )
-        if output:  # for clients that list a call's raw output rather than draw its terminal (acpx)
-            update["rawOutput"] = {
-                "output": bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail)
-            }
-        return [update]
-
-    if ctx.terminal_key is not None:
+    if ctx.terminal_key is not None and attached is None:  # the client draws the exit itself
         updates: list[ToolCallUpdate] = []
         tail = "" if streamed or not output else output
         if reason:
@@ -403,14 +400,26 @@ def _terminal_finish(
         updates.append(tool_call_update(info.call_id, status, title=title, meta=exit_meta))
         return updates
 
-    parts: list[str] = []
+    # A client that may show a card as one line (its title, or the start of its text) sees the
+    # exit status there: in the title, and first in the text.
+    if line is not None:
+        title = f"{title or _shown_title(info)} ({line[0].lower()}{line[1:]})"
+    if attached is not None:  # the client's terminal shows the output; the card keeps it
+        note = "\n\n".join(part for part in (line, reason) if part)
+        update = tool_call_update(
+            info.call_id, status, title=title, content=_attached_content(info, attached, note or None)
+        )
+        if output:  # for clients that list a call's raw output rather than draw its terminal (acpx)
+            update["rawOutput"] = {
+                "output": bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail)
+            }
+        return [update]
+
+    parts: list[str] = [line] if line else []
     if output:
         parts.append(fenced(bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail), "console"))
     elif not reason:
         parts.append("(no output)")
-    line = _exit_line(exit_code, signal)
-    if line:
-        parts.append(line)
     if reason:
         parts.append(reason)
     return [
@@ -418,6 +427,14 @@ def _terminal_finish(
             info.call_id, status, title=title, content=_content([TextBlock(text="\n\n".join(parts))])
         )
     ]
+
+
+def _shown_title(info: CallInfo) -> str:
+    """The title the call was announced with (a terminal card's is its command)."""
+    view = info.view
+    if isinstance(view, TerminalCallView | GenericCallView | DiffCallView):
+        return view.title
+    return info.name
 
 
 def finish_call(
@@ -436,7 +453,9 @@ def finish_call(
     terminal the command ran in, if it did (the card keeps showing it; a replay, which has no
     live terminal, shows the captured output instead).
     """
-    status: ToolCallStatus = "failed" if result.is_error else "completed"
+    # A command that exited non-zero (or was killed) failed, whatever the tool told the model:
+    # clients draw ``completed`` as success.
+    status: ToolCallStatus = "failed" if result.is_error or _failed_exit(view) else "completed"
     if isinstance(info.view, PlanView):  # never announced as a card: only the plan changes
         return [plan_update(view)] if isinstance(view, PlanView) and not result.is_error else []
     if isinstance(view, PlanView):

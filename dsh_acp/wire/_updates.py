@@ -22,6 +22,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 from dsh_acp._safe_text import visible
 
 __all__ = [
+    "STEP_BREAK",
     "AgentMessageChunk",
     "AgentThoughtChunk",
     "AvailableCommand",
@@ -119,6 +120,13 @@ def agent_message(text: str, message_id: str | None = None) -> AgentMessageChunk
     if message_id:
         update["messageId"] = message_id
     return update
+
+
+STEP_BREAK = "\n\n"
+"""What starts the text of a model step that follows an earlier step's text in the same turn (a
+tool call came between). Clients that group chunks by ``messageId`` draw the steps apart anyway
+and Markdown drops a leading blank line; a client that ignores ``messageId`` (CodeCompanion)
+would otherwise glue "I'll make a plan." to "Running the app…"."""
 
 
 def agent_thought(text: str, message_id: str | None = None) -> AgentThoughtChunk:

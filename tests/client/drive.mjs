@@ -418,6 +418,11 @@ const scenarios = {
       mcpServers: [{ name: "broken", command: path.join(workspace, "no-such-server"), args: [], env: [] }],
     });
     await sleep(300);
+    // Prompted once (a command, no model): the history lists only sessions that had a turn.
+    output.mcpPrompt = await call(agent, acp.methods.agent.session.prompt, {
+      sessionId: output.mcpSession.sessionId,
+      prompt: [{ type: "text", text: "/permissions" }],
+    });
     // Housekeeping: the history lists both sessions; deleting the second removes it from the list.
     output.listed = await call(agent, acp.methods.agent.session.list, { cwd: workspace });
     output.deleted = await call(agent, acp.methods.agent.session.delete, { sessionId: output.mcpSession.sessionId });
