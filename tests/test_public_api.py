@@ -136,6 +136,45 @@ def test_the_model_seam_is_public_whole() -> None:
     assert sorted(set(_model.__all__) - set(dsh_acp.__all__)) == []
 
 
+TESTING_ALL = [
+    "ZED_CAPABILITIES",
+    "AcpClient",
+    "AcpSchema",
+    "AgentConfig",
+    "FrameGenerator",
+    "FuzzReport",
+    "GoldenCheck",
+    "Mode",
+    "Normalizer",
+    "PermissionAnswer",
+    "RpcError",
+    "Scenario",
+    "ScenarioError",
+    "SchemaNotFound",
+    "SchemaViolation",
+    "WireLine",
+    "check_scenario",
+    "discover_scenarios",
+    "fuzz_agent",
+    "golden_diff",
+    "locate_schema",
+    "run_scenario",
+    "scenario_problems",
+    "wire_problems",
+]
+"""What users of the kit may rely on (``docs/tool-authors.md`` imports from these only)."""
+
+
+def test_the_kits_surface_is_pinned() -> None:
+    import dsh_acp.testing
+    from dsh_acp.testing import pytest_plugin
+
+    assert dsh_acp.testing.__all__ == TESTING_ALL
+    assert all(hasattr(dsh_acp.testing, name) for name in TESTING_ALL)
+    # The type a test annotates the ``golden`` fixture with is the one the fixture gives.
+    assert pytest_plugin.GoldenCheck is dsh_acp.testing.GoldenCheck
+
+
 def test_the_kit_offers_the_public_config_and_error() -> None:
     import dsh_acp
     import dsh_acp.testing

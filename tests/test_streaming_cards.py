@@ -127,7 +127,7 @@ async def test_a_write_is_titled_while_its_content_still_streams(
     # A card announced before its arguments came must not show them as empty: a write's full
     # card has no rawInput to replace it with, so the editor would show "{}" for good.
     assert shown_inputs == []
-    normalizer = Normalizer([str(workspace)], [str(tmp_path)])
+    normalizer = Normalizer([str(workspace)], [str(tmp_path)], pin_agent=True)
     normalizer.add_session(sid)
     got = [
         normalizer.line(m)

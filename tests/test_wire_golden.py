@@ -15,13 +15,13 @@ import pytest
 
 from dsh_acp.testing import (
     AcpSchema,
+    GoldenCheck,
     Scenario,
     check_scenario,
     discover_scenarios,
     scenario_problems,
     wire_problems,
 )
-from dsh_acp.testing.pytest_plugin import GoldenCheck
 from dsh_acp.wire._client_profile import is_jetbrains, is_zed
 
 ROOT = Path(__file__).parent.parent / "fixtures" / "wire"
@@ -30,19 +30,20 @@ SCENARIOS = discover_scenarios(ROOT)
 
 def test_every_scenario_folder_is_complete_and_no_golden_is_orphaned() -> None:
     assert scenario_problems(ROOT) == []
-    assert len(SCENARIOS) == len([p for p in ROOT.iterdir() if p.is_dir()])
+    folders = [p for p in ROOT.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert [s.folder for s in SCENARIOS] == sorted(folders)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
 def test_scenario_over_stdio(scenario: Scenario, golden: GoldenCheck) -> None:
-    golden(scenario, mode="subprocess")
+    golden(scenario, mode="subprocess", pin_agent=True)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
 def test_scenario_in_memory_gives_the_same_golden(scenario: Scenario, golden: GoldenCheck) -> None:
     if golden.update:
         pytest.skip("goldens are rewritten from the real process only")
-    golden(scenario, mode="memory")
+    golden(scenario, mode="memory", pin_agent=True)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
@@ -73,7 +74,7 @@ def test_a_golden_whose_raw_input_is_not_an_object_fails(tmp_path: Path, acp_sch
     assert bad != lines
     golden.write_text("".join(line + "\n" for line in bad), encoding="utf-8")
     with pytest.raises(AssertionError, match="rawInput must be a JSON object, not str"):
-        check_scenario(Scenario.load(folder), mode="memory", schema=acp_schema)
+        check_scenario(Scenario.load(folder), mode="memory", schema=acp_schema, pin_agent=True)
     assert wire_problems(orjson.loads(next(b for b, line in zip(bad, lines, strict=True) if b != line)))
     assert not any(wire_problems(orjson.loads(line)) for line in lines)
 

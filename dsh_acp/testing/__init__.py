@@ -2,7 +2,8 @@
 
 A client that drives the agent (in memory or as a real subprocess), validation of every message
 against the official ACP schema, and golden wire scenarios with a pytest integration
-(``pytest --update-golden``). Needs the ``test`` extra (``jsonschema``, ``pytest``).
+(``pytest --update-golden``). Needs the ``testing`` extra (``jsonschema``, ``pytest``):
+``pip install 'dsh-acp[testing]'``. ``docs/tool-authors.md`` is the guide.
 
 ``AgentConfig`` (what the client's agent runs with) and ``RpcError`` (what a hook raises to answer
 the agent's request with an error) are the ``dsh_acp`` names, offered here too so that a test
@@ -15,7 +16,9 @@ from dsh_acp.rpc._errors import RpcError
 from ._checks import wire_problems
 from ._client import ZED_CAPABILITIES, AcpClient, PermissionAnswer, WireLine
 from ._fuzz import FrameGenerator, FuzzReport, fuzz_agent
-from ._golden import Normalizer, golden_diff
+from ._golden import Normalizer
+from ._golden_check import GoldenCheck
+from ._golden_diff import golden_diff
 from ._scenario import (
     Mode,
     Scenario,
@@ -34,6 +37,7 @@ __all__ = [
     "AgentConfig",
     "FrameGenerator",
     "FuzzReport",
+    "GoldenCheck",
     "Mode",
     "Normalizer",
     "PermissionAnswer",

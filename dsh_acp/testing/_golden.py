@@ -1,14 +1,13 @@
-"""Normalizing an agent's stdout into a golden transcript, and showing how two differ."""
+"""Normalizing an agent's stdout into a golden transcript."""
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
-__all__ = ["Normalizer", "golden_diff"]
+__all__ = ["Normalizer"]
 
 
 class Normalizer:
@@ -19,12 +18,24 @@ class Normalizer:
     ids ``{{sessionId}}``, ``{{sessionId2}}``… in order of appearance; the interpreter running the
     agent becomes ``{{python}}`` and the folder the packages are installed in ``{{packages}}`` (a
     command in the client's terminal runs through a script there), and a scenario site's
-    ``host:port`` ``{{site}}``. Nothing else is hidden.
+    ``host:port`` ``{{site}}``.
+
+    Unless ``pin_agent``, what describes the agent itself rather than what a scenario's tools did
+    is left out too, so that a golden survives an upgrade of dsh-acp: its version
+    (``{{version}}``), its capabilities and auth methods, the list of modes and each picker's
+    choices (the current mode and values stay), and the slash commands (``{{commands}}``).
+    Nothing else is hidden.
     """
 
     def __init__(
-        self, cwd_aliases: Iterable[str], root_aliases: Iterable[str] = (), *, site: str | None = None
+        self,
+        cwd_aliases: Iterable[str],
+        root_aliases: Iterable[str] = (),
+        *,
+        site: str | None = None,
+        pin_agent: bool = False,
     ) -> None:
+        self.pin_agent = pin_agent
         # Longest first, so /private/tmp/x wins over /tmp/x on macOS.
         self._cwds = sorted({alias.rstrip("/") for alias in cwd_aliases if alias}, key=len, reverse=True)
         self._roots = sorted({alias.rstrip("/") for alias in root_aliases if alias}, key=len, reverse=True)
@@ -88,6 +99,8 @@ class Normalizer:
         params = out.get("params")
         if out.get("method") == "$/cancel_request" and isinstance(params, Mapping):
             out["params"] = {**params, "requestId": self._renumber(self._agent_ids, params.get("requestId"))}
+        if not self.pin_agent:
+            _leave_out_the_agent(out)
         return self._value(out)
 
     def line(self, message: Any) -> str:
@@ -107,13 +120,45 @@ def _install_places() -> list[tuple[str, str]]:
     return sorted(places.items(), key=lambda item: len(item[0]), reverse=True)
 
 
-def golden_diff(expected: Sequence[str], actual: Sequence[str], name: str) -> str:
-    """A unified diff of two transcripts, one message per line, pretty enough to read in a terminal."""
-    return "".join(
-        difflib.unified_diff(
-            [line + "\n" for line in expected],
-            [line + "\n" for line in actual],
-            fromfile=f"{name}/expected.jsonl",
-            tofile=f"{name} (this run)",
-        )
-    )
+def _pickers(options: Any) -> Any:
+    """Config options with their choices left out: the current value stays, the list is the agent's."""
+    if not isinstance(options, list):
+        return options
+    return [
+        {key: value for key, value in option.items() if key not in ("options", "name", "description")}
+        if isinstance(option, Mapping)
+        else option
+        for option in options
+    ]
+
+
+def _leave_out_the_agent(message: dict[str, Any]) -> None:
+    """What describes dsh-acp itself, replaced by placeholders (see ``Normalizer``)."""
+    result = message.get("result")
+    if isinstance(result, Mapping):
+        result = message["result"] = dict(result)
+        info = result.get("agentInfo")
+        if isinstance(info, Mapping) and "version" in info:
+            result["agentInfo"] = {**info, "version": "{{version}}"}
+        for key, placeholder in (
+            ("agentCapabilities", "{{agentCapabilities}}"),
+            ("authMethods", "{{authMethods}}"),
+        ):
+            if key in result:
+                result[key] = placeholder
+        modes = result.get("modes")
+        if isinstance(modes, Mapping) and "availableModes" in modes:
+            result["modes"] = {**modes, "availableModes": "{{modes}}"}
+        if "configOptions" in result:
+            result["configOptions"] = _pickers(result["configOptions"])
+    params = message.get("params")
+    update = params.get("update") if isinstance(params, Mapping) else None
+    if isinstance(update, Mapping) and isinstance(params, Mapping):
+        kind = update.get("sessionUpdate")
+        if kind == "available_commands_update":
+            message["params"] = {**params, "update": {**update, "availableCommands": "{{commands}}"}}
+        elif kind == "config_option_update":
+            message["params"] = {
+                **params,
+                "update": {**update, "configOptions": _pickers(update.get("configOptions"))},
+            }

@@ -1,39 +1,22 @@
-"""Golden wire scenarios: a folder of client steps, a scripted model and a seed workspace, and
-the agent's normalized stdout they must produce.
+"""Golden wire scenarios, played: a fresh agent (a real ``dsh-acp`` process, or one in this
+process) driven through a scenario's steps, its stdout normalized and compared with the golden.
 
-A scenario folder ``fixtures/wire/<name>/`` holds:
+The format and its checks are ``_scenario_format``. A run fails in words, never as a skip or a
+buried traceback: a scenario that cannot be read names its problems, a missing golden says how
+to write one, an agent that would not start (a ``--tools`` module that does not import) says
+what it printed, and a golden that differs shows the changed messages field by field.
 
-- ``scenario.json``: ``{"description": ..., "args": [extra dsh-acp flags], "steps": [...],
-  "pythonpath": [folders, relative to the scenario, where ``--tools MODULE:NAME`` modules live]}``
-  (the scenario folder itself is always on the path: a ``tools.py`` beside ``scenario.json`` works);
-- ``model.json``: the scripted model (``{"turns": [...]}``, see ``dsh_acp`` ``--model script:``);
-  ``{{cwd}}`` in it is the session's temp folder;
-- ``workspace/`` (optional): copied into a fresh temp folder that is the session cwd;
-- ``outside/`` (optional): copied beside it (``{{cwd}}/../outside``, shown as ``{{root}}/outside``);
-- ``site/`` (optional): served over HTTP on 127.0.0.1 while the scenario runs, at ``{{site}}``
-  (``127.0.0.1:PORT``, a free port; the golden shows ``{{site}}``), for tools that fetch pages;
-- ``expected.jsonl``: the golden — every line the agent wrote, normalized (see ``Normalizer``).
-
-Steps (one key each; strings may use ``{{cwd}}``, ``{{site}}``, ``{{sessionId}}``/``{{sessionId2}}``…, and
-``{{python}}`` / ``{{scenario}}`` — this interpreter and the scenario folder, to start an MCP
-server that lives beside the scenario; those two never reach the golden unless the agent echoes
-them):
-``{"initialize": {"clientCapabilities": {...}, "protocolVersion": 1}}``,
-``{"new_session": {"additionalDirectories": [...]}}``,
-``{"prompt": {"text": "..." | "blocks": [...], "session": 1, "permissions": ["allow_once", ...],
-"elicitations": [{"action": "accept", "content": {...}}, ...], "cancel_after": N,
-"wait": false}}`` (a permission answer is an option id, or ``"kind:allow_always"``: what a client
-that lists options by kind picks; what ``elicitation/create`` answers, in order; cancel once N updates of the
-turn arrived; with ``"wait": false`` the next step follows as soon as the prompt is sent, and
-``{"wait": {}}`` waits for every prompt still unanswered),
-``{"files": {"path": "text"}}`` (the editor's buffers for ``fs/*``),
-``{"request": {"method": ..., "params": ...}}`` (a ``session/fork``'s new session is the next
-``{{sessionIdN}}``), ``{"notify": {...}}``, ``{"raw": "a line"}``,
-``{"restart": {}}`` (a new agent process over the same state; the transcript continues).
+In memory, a scenario's own modules (``--tools tools:TOOLS`` beside it, or in its
+``pythonpath``) are imported for its run and forgotten after it: only the modules named by the
+files directly in those folders, so an author's virtualenv lying under one of them (``../..``
+the project, ``.venv`` inside) keeps its anyio and pytest.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import io
 import os
 import shutil
 import sys
@@ -52,7 +35,9 @@ from dsh_acp.rpc._errors import RpcError
 
 from ._checks import wire_problems
 from ._client import AcpClient
-from ._golden import Normalizer, golden_diff
+from ._golden import Normalizer
+from ._golden_diff import golden_diff
+from ._scenario_format import Scenario, ScenarioError, discover_scenarios, scenario_problems
 from ._schema import AcpSchema
 from ._site import serve_site
 
@@ -67,103 +52,8 @@ __all__ = [
 ]
 
 Mode = Literal["subprocess", "memory"]
-REQUIRED_FILES = ("scenario.json", "model.json", "expected.jsonl")
-_STEP_KINDS = {
-    "initialize",
-    "new_session",
-    "prompt",
-    "files",
-    "request",
-    "notify",
-    "raw",
-    "restart",
-    "cancel",
-    "wait",
-}
-
-
-class ScenarioError(ValueError):
-    """A scenario folder is incomplete or its steps are malformed."""
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One golden wire scenario (see the module docstring for the folder layout)."""
-
-    folder: Path
-    description: str
-    steps: tuple[dict[str, Any], ...]
-    args: tuple[str, ...] = ()
-    pythonpath: tuple[str, ...] = ()
-    """Extra import folders for ``--tools`` modules, relative to the scenario folder."""
-
-    @property
-    def name(self) -> str:
-        return self.folder.name
-
-    @property
-    def golden_path(self) -> Path:
-        return self.folder / "expected.jsonl"
-
-    def __str__(self) -> str:
-        return self.name
-
-    @classmethod
-    def load(cls, folder: str | Path) -> Scenario:
-        """Read a scenario folder; ``ScenarioError`` names every problem."""
-        folder = Path(folder)
-        problems = [f"missing {name}" for name in REQUIRED_FILES if not (folder / name).is_file()]
-        document: dict[str, Any] = {}
-        if (folder / "scenario.json").is_file():
-            try:
-                document = orjson.loads((folder / "scenario.json").read_bytes())
-            except orjson.JSONDecodeError as error:
-                problems.append(f"scenario.json is not JSON: {error}")
-        steps = document.get("steps", [])
-        if not isinstance(steps, list) or not steps:
-            problems.append("scenario.json needs a non-empty list of steps")
-            steps = []
-        for index, step in enumerate(steps):
-            if not isinstance(step, dict) or len(step) != 1 or next(iter(step)) not in _STEP_KINDS:
-                problems.append(f"step {index + 1} must be one of {sorted(_STEP_KINDS)} (one key)")
-        if not isinstance(document.get("description", ""), str) or not document.get("description"):
-            problems.append("scenario.json needs a description (what a user would notice)")
-        if problems:
-            raise ScenarioError(f"scenario {folder.name}: " + "; ".join(problems))
-        return cls(
-            folder,
-            document["description"],
-            tuple(steps),
-            tuple(document.get("args", ())),
-            tuple(document.get("pythonpath", ())),
-        )
-
-
-def scenario_problems(root: str | Path) -> list[str]:
-    """Everything wrong with a scenario tree: folders missing files, goldens with no scenario."""
-    root = Path(root)
-    problems = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        try:
-            Scenario.load(folder)
-        except ScenarioError as error:
-            problems.append(str(error))
-    for golden in root.rglob("expected.jsonl"):
-        if golden.parent.parent != root:
-            problems.append(f"orphan golden {golden.relative_to(root)}: not in a scenario folder of {root}")
-    return problems
-
-
-def discover_scenarios(root: str | Path) -> list[Scenario]:
-    """Every complete scenario under ``root``, by name (incomplete ones are ``scenario_problems``)."""
-    root = Path(root)
-    found = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        try:
-            found.append(Scenario.load(folder))
-        except ScenarioError:
-            continue
-    return found
+_KIT_PACKAGES = frozenset({"dsh_acp", "dsh_tools", "reference_tools"})
+"""Never a scenario's own module: the kit runs on them."""
 
 
 @dataclass
@@ -239,18 +129,10 @@ class _Run:
         self.runs += 1
         paths = self.python_path()
         if self.mode == "memory":
-            from dsh_acp.launch._flags import build_config
-
-            sys.path[:0] = paths  # a scenario's own tools module (``--tools tools:TOOLS``)
-            _forget_modules(paths)  # another scenario's module of the same name must not answer
-            try:
-                config = build_config(self.agent_args())
+            with _scenario_modules(paths):
+                config = _memory_config(self.agent_args())
                 async with AcpClient.in_memory(config, schema=self.schema, files=self.files) as client:
                     yield client
-            finally:
-                for path in paths:
-                    sys.path.remove(path)
-                _forget_modules(paths)
         else:
             path = os.pathsep.join(filter(None, [*paths, os.environ.get("PYTHONPATH")]))
             async with AcpClient.subprocess(
@@ -259,8 +141,71 @@ class _Run:
                 env={"PYTHONPATH": path},
                 cwd=str(self.root),
                 files=self.files,
+                capture_stderr=True,
             ) as client:
                 yield client
+
+
+def _memory_config(args: list[str]) -> Any:
+    """The agent's configuration from its flags, as the command reads them: flags it refuses
+    (a ``--tools`` module that does not import) are a ``ScenarioError`` with its words."""
+    from dsh_acp.launch._flags import build_config
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return build_config(args)
+    except SystemExit as exit:
+        words = " ".join(said.getvalue().split())
+        raise ScenarioError(f"the agent would not start (exit status {exit.code}): {words}") from None
+
+
+def _provided_names(paths: Sequence[str]) -> set[str]:
+    """The top-level modules the files directly in ``paths`` provide (``tools.py``, ``pkg/``)."""
+    names = set()
+    for path in paths:
+        try:
+            entries = os.listdir(path)
+        except OSError:
+            continue
+        for entry in entries:
+            name, extension = os.path.splitext(entry)
+            module = extension == ".py" or (not extension and os.path.isdir(os.path.join(path, entry)))
+            if module and name.isidentifier() and name not in _KIT_PACKAGES:
+                names.add(name)
+    return names
+
+
+def _from(module: Any, paths: Sequence[str]) -> bool:
+    file = getattr(module, "__file__", None) or ""
+    return any(file.startswith(path + os.sep) for path in paths)
+
+
+@contextmanager
+def _scenario_modules(paths: list[str]) -> Iterator[None]:
+    """``paths`` first on the import path while a scenario runs in memory; a module of the same
+    name loaded from elsewhere (another scenario's ``tools``) set aside, and what the run
+    imported of those names forgotten after it (see the module)."""
+    names = _provided_names(paths)
+
+    def ours(name: str) -> bool:
+        return name.partition(".")[0] in names
+
+    aside = {name: module for name, module in sys.modules.items() if ours(name) and not _from(module, paths)}
+    for name in aside:
+        del sys.modules[name]
+    before = set(sys.modules)
+    sys.path[:0] = paths
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        for path in paths:
+            sys.path.remove(path)
+        for name in set(sys.modules) - before:
+            if ours(name):
+                del sys.modules[name]
+        sys.modules.update(aside)
 
 
 async def _prompt(run: _Run, client: AcpClient, body: dict[str, Any]) -> None:
@@ -351,13 +296,6 @@ async def _play(run: _Run, client: AcpClient, steps: Sequence[dict[str, Any]]) -
                 await run.answered.wait()
 
 
-def _forget_modules(paths: Sequence[str]) -> None:
-    for name, module in list(sys.modules.items()):
-        file = getattr(module, "__file__", None) or ""
-        if any(file.startswith(path + os.sep) for path in paths):
-            del sys.modules[name]
-
-
 @contextmanager
 def _workspace(scenario: Scenario) -> Iterator[tuple[Path, Path]]:
     root = Path(tempfile.mkdtemp(prefix=f"dsh-wire-{scenario.name}-"))
@@ -376,13 +314,17 @@ def _workspace(scenario: Scenario) -> Iterator[tuple[Path, Path]]:
 
 
 async def run_scenario(
-    scenario: Scenario, *, mode: Mode = "subprocess", schema: AcpSchema | None = None
+    scenario: Scenario, *, mode: Mode = "subprocess", schema: AcpSchema | None = None, pin_agent: bool = False
 ) -> list[str]:
     """Play a scenario against a fresh agent and return its normalized stdout, one line per message.
 
     Every agent message is validated against its definition in the official schema (when
-    ``schema`` is given): a violation fails the run.
+    ``schema`` is given): a violation fails the run. ``pin_agent`` keeps what describes the
+    agent itself (its version, capabilities, modes and commands; see ``Normalizer``).
+    A scenario that cannot be read, or an agent that stops before the scenario ends, raises
+    ``ScenarioError`` saying why.
     """
+    scenario.check()
     with _workspace(scenario) as (root, cwd), serve_site(scenario.folder / "site") as site:
         run = _Run(scenario, schema, mode, root, cwd, site=site)
         segments: list[list[dict[str, Any]]] = [[]]
@@ -391,12 +333,12 @@ async def run_scenario(
                 segments.append([])
             else:
                 segments[-1].append(step)
-        normalizer = Normalizer([str(cwd), str(cwd.resolve())], [str(root), str(root.resolve())], site=site)
+        normalizer = Normalizer(
+            [str(cwd), str(cwd.resolve())], [str(root), str(root.resolve())], site=site, pin_agent=pin_agent
+        )
         golden: list[str] = []
         for segment in segments:
-            with anyio.fail_after(60):
-                async with run.agent() as client:
-                    await _run_steps(run, client, segment)
+            client = await _play_segment(run, segment)
             client.assert_valid()
             for session in run.sessions:
                 normalizer.add_session(session)
@@ -409,15 +351,47 @@ async def run_scenario(
         return golden
 
 
+async def _play_segment(run: _Run, segment: Sequence[dict[str, Any]]) -> AcpClient:
+    """One agent's part of the scenario (up to a ``restart``); an agent that dies in it is a
+    ``ScenarioError`` with its exit status and its last words on stderr."""
+    client: AcpClient | None = None
+    try:
+        with anyio.fail_after(60):
+            async with run.agent() as client:
+                await _run_steps(run, client, segment)
+    except ScenarioError:
+        raise
+    except Exception as error:
+        if client is None or client.process is None or client.process.returncode is None:
+            raise
+        said = "\n".join(f"  {line}" for line in client.stderr_lines)
+        raise ScenarioError(
+            f"scenario {run.scenario.name}: the agent exited with status {client.process.returncode} "
+            f"before the scenario ended" + (f"; its last words on stderr:\n{said}" if said else "")
+        ) from error
+    return client
+
+
 def check_scenario(
-    scenario: Scenario, *, update: bool = False, mode: Mode = "subprocess", schema: AcpSchema | None = None
+    scenario: Scenario,
+    *,
+    update: bool = False,
+    mode: Mode = "subprocess",
+    schema: AcpSchema | None = None,
+    pin_agent: bool = False,
 ) -> str | None:
     """Run a scenario and compare it with its golden.
 
-    Raises ``AssertionError`` with a readable diff when they differ. With ``update=True`` the
-    golden is rewritten instead and the diff of what changed is returned (``None`` if nothing did).
+    Raises ``AssertionError`` with the changed messages, field by field, when they differ (or
+    when there is no golden yet). With ``update=True`` the golden is written instead and the diff
+    of what changed is returned (``None`` if nothing did). ``pin_agent``: see ``run_scenario``.
     """
-    actual = anyio.run(lambda: run_scenario(scenario, mode=mode, schema=schema))
+    actual = anyio.run(lambda: run_scenario(scenario, mode=mode, schema=schema, pin_agent=pin_agent))
+    if not scenario.golden_path.exists() and not update:
+        raise AssertionError(
+            f"scenario {scenario.name} has no golden yet ({scenario.golden_path}): run pytest "
+            "--update-golden, read what it prints, and commit the file"
+        )
     expected = (
         scenario.golden_path.read_text(encoding="utf-8").splitlines() if scenario.golden_path.exists() else []
     )

@@ -4,20 +4,18 @@ what changed.
 Installed as a pytest plugin with dsh-acp (entry point ``dsh_acp``). A whole golden suite::
 
     import pytest
-    from dsh_acp.testing import discover_scenarios
+    from dsh_acp.testing import GoldenCheck, Scenario, discover_scenarios
 
     @pytest.mark.parametrize("scenario", discover_scenarios("fixtures/wire"), ids=str)
-    def test_wire(scenario, golden):
+    def test_wire(scenario: Scenario, golden: GoldenCheck) -> None:
         golden(scenario)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from ._scenario import Mode, Scenario, check_scenario
+from ._golden_check import GoldenCheck
 from ._schema import AcpSchema, locate_schema
 
 __all__ = ["GoldenCheck", "acp_schema", "golden", "pytest_addoption", "pytest_terminal_summary"]
@@ -34,19 +32,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@dataclass(frozen=True)
-class GoldenCheck:
-    """Runs a scenario and compares (or, with ``--update-golden``, rewrites) its golden."""
-
-    update: bool
-    schema: AcpSchema
-
-    def __call__(self, scenario: Scenario, mode: Mode = "subprocess") -> None:
-        diff = check_scenario(scenario, update=self.update, mode=mode, schema=self.schema)
-        if diff:
-            _REWRITTEN.append(diff)
-
-
 @pytest.fixture(scope="session")
 def acp_schema() -> AcpSchema:
     """The official ACP schema: ``$ACP_SCHEMA``, else the pinned version in the user cache, fetched
@@ -58,7 +43,9 @@ def acp_schema() -> AcpSchema:
 @pytest.fixture
 def golden(request: pytest.FixtureRequest, acp_schema: AcpSchema) -> GoldenCheck:
     """Check a scenario against its golden: ``golden(scenario)``."""
-    return GoldenCheck(update=bool(request.config.getoption("--update-golden")), schema=acp_schema)
+    return GoldenCheck(
+        update=bool(request.config.getoption("--update-golden")), schema=acp_schema, rewritten=_REWRITTEN
+    )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_acp.testing import Scenario, discover_scenarios
-from dsh_acp.testing.pytest_plugin import GoldenCheck
+from dsh_acp.testing import GoldenCheck, Scenario, discover_scenarios
 
 
 @pytest.mark.parametrize("scenario", discover_scenarios(Path(__file__).parent / "wire"), ids=str)
