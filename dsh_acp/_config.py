@@ -104,6 +104,10 @@ class AgentConfig:
     model_source: ModelSource | None = None
     """Where an OpenAI-compatible model's settings come from (enables the ``api-key`` auth method)."""
     models: list[ModelChoice] = field(default_factory=list)
+    find_models: Callable[[], list[ModelChoice]] | None = None
+    """Where models come from when none was configured at start-up: asked again (``authenticate``,
+    ``session/new``) while ``models`` is empty, so a model ``dsh-acp login`` stores since needs no
+    restart."""
     """The models to pick from, the default first; empty serves without a model (prompts then
     explain how to configure one)."""
     tools: Callable[[], Sequence[ToolDefinition]] | None = None

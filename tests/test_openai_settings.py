@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -310,16 +311,24 @@ def test_missing_key_message(config: Path) -> None:
 
 
 def test_auth_methods_validate_against_the_schema(acp_schema: AcpSchema) -> None:
-    plain = auth_methods(terminal_login=False)
+    plain = auth_methods(has_model=True, terminal_login=False, meta_terminal_login=False)
     assert plain == [{"id": "api-key", "name": "API key", "description": API_KEY_HELP + "."}]
-    with_terminal = auth_methods(terminal_login=True)
+    with_terminal = auth_methods(has_model=True, terminal_login=True, meta_terminal_login=False)
     assert [m["id"] for m in with_terminal] == ["api-key", "login"]
     assert with_terminal[1]["type"] == "terminal"
     assert with_terminal[1]["args"] == ["login"]
+    # The older convention: the command itself, absolute, beside ACP's own when both are offered.
+    both = auth_methods(has_model=False, terminal_login=True, meta_terminal_login=True)
+    assert both[0]["name"] == "Set up a model"
+    assert both[1]["type"] == "terminal"
+    assert both[1]["_meta"]["terminal-auth"]["command"] == sys.executable
+    (_, meta_only) = auth_methods(has_model=False, terminal_login=False, meta_terminal_login=True)
+    assert "type" not in meta_only  # ACP forbids a terminal method to a client without auth.terminal
     assert client_profile({"auth": {"terminal": True}}).terminal_login
     assert not client_profile({"auth": {"terminal": False}}).terminal_login
     assert not client_profile({"auth": {"terminal": {}}}).terminal_login
-    for method in with_terminal:
+    assert client_profile({"_meta": {"terminal-auth": True}}).meta_terminal_login
+    for method in [*with_terminal, *both, meta_only]:
         acp_schema.validate("AuthMethod", method)
     for variable in ("DSH_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY", "dsh-acp login"):
         assert variable in API_KEY_HELP

@@ -65,11 +65,13 @@ def initialize_answer(config: AgentConfig, params: Any) -> tuple[dict[str, Any],
 
 
 def _auth_methods(config: AgentConfig, profile: ClientProfile) -> list[dict[str, Any]]:
-    if config.model_source is None:
-        return []
-    from dsh_acp.models._settings import auth_methods
+    from dsh_acp.models._auth import auth_methods  # standard library only: cheap here
 
-    return auth_methods(terminal_login=profile.terminal_login)
+    return auth_methods(
+        has_model=bool(config.models),
+        terminal_login=profile.terminal_login,
+        meta_terminal_login=profile.meta_terminal_login,
+    )
 
 
 class PreludeAnswers:

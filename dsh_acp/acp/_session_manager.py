@@ -127,6 +127,14 @@ class SessionManager:
         models = self.config.models
         return next((m for m in models if m.id == model_id), models[0] if models else None)
 
+    def find_models(self) -> bool:
+        """Whether a model is configured, looking again (the config file ``dsh-acp login``
+        writes) while none was found since start-up."""
+        config = self.config
+        if not config.models and config.find_models is not None:
+            config.models = config.find_models()
+        return bool(config.models)
+
     def require_key(self) -> None:
         """Authentication required (-32000) while the configured API has no key: editors then
         offer the advertised auth methods."""
@@ -231,6 +239,7 @@ class SessionManager:
 
     async def create(self, parsed: SessionWhere) -> tuple[Session, list[str]]:
         """A new session, open and logged, and the MCP servers that failed to start."""
+        self.find_models()
         self.require_key()
         session = self._make(self.config.session_ids(), parsed)
         try:

@@ -14,7 +14,7 @@ from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig
 from dsh_acp.rpc._connection import Connection, Reply
-from dsh_acp.rpc._errors import INTERNAL_ERROR, METHOD_NOT_FOUND, RpcError, invalid_params
+from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, METHOD_NOT_FOUND, RpcError, invalid_params
 from dsh_acp.session._session import SessionIO
 from dsh_acp.wire._client_profile import ClientProfile
 
@@ -120,16 +120,17 @@ class SessionMethods:
     # -- the handlers -------------------------------------------------------------------------
 
     async def authenticate(self, params: Any) -> Answer:
+        """Succeeds when the agent has what its model needs (a scripted or local model, a key):
+        clients call it before anything else (CodeCompanion with the first method offered) and
+        stop on an error. Else ``AUTH_REQUIRED`` saying what to do."""
+        from dsh_acp.models._auth import API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD, NO_MODEL_HELP
         from dsh_acp.wire._client_params import AuthenticateParams, parse_params
 
         parsed = parse_params(AuthenticateParams, params)
-        from dsh_acp.models._settings import API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD
-
-        if self.config.model_source is None or parsed.method_id not in (
-            API_KEY_AUTH_METHOD,
-            LOGIN_AUTH_METHOD,
-        ):
+        if parsed.method_id not in (API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD):
             raise invalid_params(f'unknown auth method "{parsed.method_id}"', "methodId")
+        if not self.sessions.find_models():
+            raise RpcError(AUTH_REQUIRED, NO_MODEL_HELP)
         self.sessions.require_key()
         return {}
 

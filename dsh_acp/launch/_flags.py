@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 from dsh_acp._config import FIXED_TIME, VERSION, AgentConfig, ModelChoice, counter_ids, default_state_dir
 
 if TYPE_CHECKING:
+    from dsh_acp.models._settings import ModelSettings
+    from dsh_acp.models._source import ModelSource
+
     from ._listen import ListenOptions
 
 __all__ = ["Launch", "build_config", "build_launch"]
@@ -326,20 +329,34 @@ def _model_config(spec: str | None, base_url: str | None, parser: argparse.Argum
         settings = source.settings()
     except SettingsError as error:
         parser.exit(2, f"dsh-acp: {error}\n")
+    config.model_source = source
     if settings is not None:
-        config.model_source = source
-        config.models = [
-            ModelChoice(
-                id=settings.name,
-                name=settings.model,
-                build=source.model,
-                accepts_images=settings.accepts_images,
-                description=f"{settings.model} at {settings.base_url}",
-                efforts=settings.reasoning_efforts,
-            )
-        ]
+        config.models = _choices(source, settings)
         config.secrets = tuple(filter(None, [settings.api_key]))
+    else:  # none yet: `dsh-acp login` may store one while the agent runs (then it is found)
+
+        def find_models() -> list[ModelChoice]:
+            try:
+                found = source.settings()
+            except SettingsError:
+                return []
+            return _choices(source, found) if found is not None else []
+
+        config.find_models = find_models
     return config
+
+
+def _choices(source: ModelSource, settings: ModelSettings) -> list[ModelChoice]:
+    return [
+        ModelChoice(
+            id=settings.name,
+            name=settings.model,
+            build=source.model,
+            accepts_images=settings.accepts_images,
+            description=f"{settings.model} at {settings.base_url}",
+            efforts=settings.reasoning_efforts,
+        )
+    ]
 
 
 def _script_config(config: AgentConfig, path: str, parser: argparse.ArgumentParser) -> AgentConfig:

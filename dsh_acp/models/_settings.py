@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from ._auth import API_KEY_AUTH_METHOD, API_KEY_HELP, LOGIN_AUTH_METHOD, auth_methods
+
 __all__ = [
     "API_KEY_AUTH_METHOD",
     "API_KEY_HELP",
@@ -50,16 +52,6 @@ __all__ = [
 OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 DEEPSEEK_BASE_URL: Final = "https://api.deepseek.com"
 
-API_KEY_AUTH_METHOD: Final = "api-key"
-"""The agent-handled auth method: ``authenticate`` succeeds when a key is configured."""
-LOGIN_AUTH_METHOD: Final = "login"
-"""The terminal auth method: the client runs ``dsh-acp login`` in a terminal."""
-
-API_KEY_HELP: Final = (
-    "Set DSH_API_KEY (or OPENAI_API_KEY / DEEPSEEK_API_KEY) in the agent's environment, "
-    "or run `dsh-acp login` to store a key in the user config file"
-)
-"""What to do to configure a key: the ``api-key`` auth method's description."""
 
 # Defaults when no model is named anywhere but a provider's own key is set.
 _DEFAULT_MODELS: Final = (("OPENAI_API_KEY", "gpt-4.1"), ("DEEPSEEK_API_KEY", "deepseek-chat"))
@@ -421,24 +413,3 @@ def missing_key_message(settings: ModelSettings | None) -> str | None:
         f"no API key for {settings.base_url}: set {settings.key_hint} in the agent's environment, "
         "or run `dsh-acp login`"
     )
-
-
-def auth_methods(*, terminal_login: bool) -> list[dict[str, Any]]:
-    """The ``authMethods`` of the ``initialize`` answer: the agent-handled ``api-key`` method,
-    plus a terminal method running ``dsh-acp login`` when the client can run one (it advertised
-    ``auth.terminal``: ACP forbids offering it otherwise)."""
-    methods: list[dict[str, Any]] = [
-        {"id": API_KEY_AUTH_METHOD, "name": "API key", "description": API_KEY_HELP + "."}
-    ]
-    if terminal_login:
-        methods.append(
-            {
-                "type": "terminal",
-                "id": LOGIN_AUTH_METHOD,
-                "name": "Log in with an API key",
-                "description": "Asks for the key in a terminal and stores it in the user config file"
-                " (mode 0600).",
-                "args": ["login"],
-            }
-        )
-    return methods

@@ -49,6 +49,9 @@ class ClientProfile:
     """Whether the client shows boolean config options (``session.configOptions.boolean``)."""
     terminal_login: bool = False
     """Whether the client can run a login command in a terminal (``auth.terminal``)."""
+    meta_terminal_login: bool = False
+    """Whether the client runs the command of an auth method's ``_meta["terminal-auth"]`` (it
+    advertises ``_meta["terminal-auth"]``: older clients, the ACP registry's verifier)."""
     option_names: bool = False
     """Whether the client is known to show each permission option's ``name`` (Zed, JetBrains).
     Others may show only a label per ``kind`` (CodeCompanion), so they never get two options
@@ -108,5 +111,6 @@ def client_profile(
         questions=isinstance(elicitation, Mapping) and isinstance(elicitation.get("form"), Mapping),
         boolean_options=isinstance(options, Mapping) and isinstance(options.get("boolean"), Mapping),
         terminal_login=isinstance(auth, Mapping) and auth.get("terminal") is True,
+        meta_terminal_login=meta.get("terminal-auth") is True,
         option_names=is_zed(client_info) or is_jetbrains(client_info),
     )
