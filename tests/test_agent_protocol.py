@@ -23,7 +23,7 @@ async def test_initialize_negotiates_version_and_advertises(acp_schema: AcpSchem
         result = await client.initialize(version=65535)
         assert result["protocolVersion"] == 1
         assert result["agentInfo"]["name"] == "dsh-acp"
-        assert result["authMethods"] == []
+        assert [m["id"] for m in result["authMethods"]] == ["api-key"]  # never empty
         assert result["agentCapabilities"]["promptCapabilities"]["embeddedContext"] is True
         again = await client.initialize(version=1)
         assert again["protocolVersion"] == 1
@@ -411,13 +411,17 @@ async def test_unknown_methods(acp_schema: AcpSchema) -> None:
     client.assert_valid()
 
 
-async def test_authenticate_without_methods(acp_schema: AcpSchema) -> None:
+async def test_authenticate_succeeds_when_the_model_needs_nothing(acp_schema: AcpSchema) -> None:
+    # A scripted model needs no key: clients that authenticate with the first method offered
+    # (CodeCompanion) must get through; an unknown method is still refused.
     async with AcpClient.in_memory(scripted([]), schema=acp_schema) as client:
-        await client.initialize()
+        initialized = await client.initialize()
+        assert [m["id"] for m in initialized["authMethods"]] == ["api-key"]
+        assert await client.request("authenticate", {"methodId": "api-key"}) == {}
         with pytest.raises(RpcError) as info:
-            await client.request("authenticate", {"methodId": "api-key"})
+            await client.request("authenticate", {"methodId": "x"})
         assert info.value.code == -32602
-        assert info.value.message == 'Invalid params: unknown auth method "api-key"'
+        assert info.value.message == 'Invalid params: unknown auth method "x"'
     client.assert_valid()
 
 
