@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from dsh_tools import ProgressSink, TerminalAttached
-from dsh_tools.terminals import ExitStatus, TerminalHost, TerminalHostError, TerminalSnapshot
+from dsh_tools import ProgressSink, TerminalAttached, TerminalOutput
+from dsh_tools.terminals import ExitStatus, HostTerminal, TerminalHost, TerminalHostError, TerminalSnapshot
 
 from ._jobs import BashSettings, command_env
 
@@ -40,6 +40,16 @@ class HostedRun:
     signal: str | None
     error: str | None
     """Why it did not end on its own (timed out), else ``None``."""
+
+
+async def _output(terminal: HostTerminal) -> TerminalSnapshot | None:
+    """The terminal's output, or ``None`` if the client did not give it within ``_SETTLE_S``."""
+    with anyio.move_on_after(_SETTLE_S):
+        try:
+            return await terminal.output()
+        except TerminalHostError:
+            return None
+    return None
 
 
 def _client_env(settings: BashSettings) -> dict[str, str]:
@@ -79,10 +89,13 @@ async def run_hosted(
                 status = await terminal.wait_for_exit()
             if waiting.cancelled_caught:
                 error = f"timed out after {time_limit:g} s"
-                await terminal.kill()
+                # Every wait on the client from here on is bounded: a client that never answers
+                # (or answers what cannot be read) must not hold the turn past its timeout.
                 with anyio.move_on_after(_SETTLE_S):
+                    await terminal.kill()
                     status = await terminal.wait_for_exit()
-            snapshot = await terminal.output()
+            with anyio.move_on_after(_SETTLE_S):
+                snapshot = await terminal.output()
             status = snapshot.exit_status or status
         except TerminalHostError as failure:
             error = f"the client's terminal failed: {failure}"
@@ -92,11 +105,17 @@ async def run_hosted(
                 except TerminalHostError:
                     pass
         except BaseException:  # cancelled: stop the command; the client keeps showing its output
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_SETTLE_S):
-                try:
-                    await terminal.kill()
-                except TerminalHostError:
-                    pass
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(_SETTLE_S):
+                    try:
+                        await terminal.kill()
+                    except TerminalHostError:
+                        pass
+                # What it printed until then, for the card and the log, before the release
+                # frees it (acpx shows a call's output only through the card).
+                printed = await _output(terminal)
+                if printed is not None and printed.output and report is not None:
+                    await report(TerminalOutput(printed.output))
             raise
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(_SETTLE_S):

@@ -124,13 +124,20 @@ async def test_cancel_kills_and_releases_and_the_card_keeps_the_terminal(
             group.start_soon(prompt)
             await client.wait_for(lambda _: any("content" in u for u in calls_of(client, "long")[1:]))
             with anyio.fail_after(10):
+                while b"started" not in client.terminals.output_of("term-1"):  # noqa: ASYNC110 (not on the wire: polled)
+                    await anyio.sleep(0.02)
                 await client.cancel(sid)
     client.assert_valid()
     assert client.terminals.killed == ["term-1"]
     assert client.terminals.released == ["term-1"]
+    # Its output is fetched before the release frees it: the card keeps what it printed (acpx
+    # shows a call's output only from the card).
+    methods = [method for method, _ in requests(client)]
+    assert methods[-3:] == ["terminal/kill", "terminal/output", "terminal/release"]
     last = calls_of(client, "long")[-1]
     assert last["status"] == "failed"
     assert {"type": "terminal", "terminalId": "term-1"} in last["content"]
+    assert last["rawOutput"] == {"output": "started\n"}
 
 
 def _running(marker: str) -> list[str]:

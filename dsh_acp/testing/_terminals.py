@@ -54,6 +54,11 @@ class TestTerminals:
         self.released: list[str] = []
         self.killed: list[str] = []
 
+    def output_of(self, terminal_id: str) -> bytes:
+        """What terminal ``terminal_id`` kept of its output so far (empty if there is none)."""
+        terminal = self._terminals.get(terminal_id)
+        return bytes(terminal.output) if terminal is not None else b""
+
     def _get(self, params: Mapping[str, Any]) -> _Terminal:
         terminal = self._terminals.get(params.get("terminalId"))  # type: ignore[arg-type]
         if terminal is None:

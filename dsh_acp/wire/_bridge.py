@@ -491,7 +491,10 @@ def cancelled_call(
     and gets a last line saying why. ``partial`` is what a command printed before the cancel,
     for a client that had no live terminal (it gets that much, fenced)."""
     result = ToolResult(content=(TextBlock(text="cancelled"),), is_error=True)
-    if attached is not None or (info.is_terminal and ctx.terminal_key is not None):
+    if attached is not None:  # the client's terminal is gone with the release: keep what it printed
+        view = TerminalResultView(output=partial, error="cancelled") if partial else None
+        return _terminal_finish(info, result, view, ctx, "failed", streamed, attached)
+    if info.is_terminal and ctx.terminal_key is not None:
         return _terminal_finish(info, result, None, ctx, "failed", streamed, attached)
     if info.is_terminal and partial:
         view = TerminalResultView(output=partial, error="cancelled")
