@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _stats import median_us, report
 
+from dsh_acp.session._file_journal import FileJournal, KeptFiles
 from dsh_tools import Services, ToolExecution, ToolRegistry, filesystem
 from dsh_tools.filesystem import LocalFileSystem
 from reference_tools import _hunks
@@ -87,19 +88,25 @@ def baseline_once(path: Path) -> None:
 
 
 def edit_vs_baseline(
-    path: Path, old: str, new: str, repeats: int, *, read_first: bool = False
+    path: Path, old: str, new: str, repeats: int, *, read_first: bool = False, journal: bool = False
 ) -> tuple[float, float]:
     """Median ms of (reading + writing once, the edit call), measured alternately so that the
     machine's drift (page cache, writeback) affects both alike. The edits go back and forth an
     even number of times, so the file ends as it began. With ``read_first``, the session
     reads the file (untimed) after the baseline rewrote it, with the clock moved past the racy
-    window, so the edit's stale check can rest on the file's stat."""
+    window, so the edit's stale check can rest on the file's stat. With ``journal``, the edits go
+    through the agent's undo journal, each in a turn of its own (so each keeps a copy of the
+    file: the most it can cost)."""
 
     async def run() -> tuple[float, float]:
         registry = ToolRegistry()
         register_fs_tools(registry)
         services = Services()
         cwd = str(path.parent)
+        if journal:
+            turns = iter(range(1 << 30))
+            kept = KeptFiles(str(path.parent / "kept"))
+            services.add(FileJournal(LocalFileSystem(), kept, lambda event: None, lambda: next(turns)))
 
         async def call(name: str, call_id: str, **arguments: str) -> float:
             execution = ToolExecution(
@@ -178,6 +185,16 @@ def main() -> int:
             # registry) is a visible share of a ~2 ms read + write, and is printed for scale.
             if path is big and call > EDIT_RATIO * base:
                 missed.append(f"the edit call on {label} took {call / base:.2f}× read + write")
+        # What /undo's journal adds (the agent's sessions go through it): a copy of the file kept
+        # and the written bytes' digest, for files up to its limit; a larger file only pays for
+        # the attempt.
+        medium = Path(directory, "medium.py")
+        make_file(medium, 10 << 20)
+        for path, repeats in ((small, 51), (medium, 15), (big, 5)):
+            label = {small: "1 MB", medium: "10 MB", big: f"{options.big_mb} MB"}[path]
+            _, plain = edit_vs_baseline(path, old, new, repeats)
+            _, kept = edit_vs_baseline(path, old, new, repeats, journal=True)
+            report(f"edit call with the undo journal, {label}", kept, "ms", f"without {plain:.2f} ms")
         longer = new.replace("2", "22")  # most edits change the length: only the head is kept
         base, call = edit_vs_baseline(big, old, longer, options.repeats)
         report(f"read + write once, {options.big_mb} MB", base, "ms")

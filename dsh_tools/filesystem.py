@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import hashlib
 import os
 import secrets
 import stat
@@ -28,6 +29,7 @@ __all__ = [
     "LocalFileSystem",
     "NotTextError",
     "TextFormat",
+    "content_digest",
     "file_format",
     "lf_text",
 ]
@@ -149,6 +151,25 @@ class FileSystem(ABC):
         or ``None`` when the backend cannot give that proof (see the class docstring)."""
         return None
 
+    async def snapshot(self, path: str, *, limit: int) -> bytes | None:
+        """The bytes the file holds, exactly as stored (``None``: there is no file), so that
+        ``put_back`` can restore them. ``FileTooLargeError`` above ``limit`` bytes, ``OSError``
+        when it cannot be read (a directory, a link on the way). The default raises
+        ``NotImplementedError``: a backend without it cannot have its writes undone."""
+        raise NotImplementedError
+
+    async def put_back(self, path: str, content: bytes | None, *, expected: str) -> str | None:
+        """Make the file hold exactly ``content`` (``None``: remove it), but only while it holds
+        what ``expected`` is the ``content_digest`` of (``""``: no file): nothing is overwritten
+        that changed since. Returns ``None`` when done, else why the file was left as it is (a
+        few words: "it changed since"). The default raises ``NotImplementedError``."""
+        raise NotImplementedError
+
+
+def content_digest(data: bytes | None) -> str:
+    """What ``put_back`` compares a file's bytes by: a SHA-256 in hex, ``""`` for no file."""
+    return "" if data is None else hashlib.sha256(data).hexdigest()
+
 
 class LocalFileSystem(FileSystem):
     """The local disk: UTF-8 text, with or without a BOM, with LF or CRLF line endings.
@@ -199,6 +220,40 @@ class LocalFileSystem(FileSystem):
         if max(info.st_mtime_ns, info.st_ctime_ns) > _clock_ns() - RACY_NS:
             return None
         return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+    async def snapshot(self, path: str, *, limit: int) -> bytes | None:
+        return await anyio.to_thread.run_sync(self._snapshot, path, limit)
+
+    async def put_back(self, path: str, content: bytes | None, *, expected: str) -> str | None:
+        return await anyio.to_thread.run_sync(self._put_back, path, content, expected)
+
+    def _snapshot(self, path: str, limit: int) -> bytes | None:
+        try:
+            fd = _open_anchored(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
+            return None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        with open(fd, "rb") as file:
+            if info.st_size > limit:
+                raise FileTooLargeError(f"{info.st_size} bytes, over the {limit}-byte limit")
+            return file.read()
+
+    def _put_back(self, path: str, content: bytes | None, expected: str) -> str | None:
+        directory, name = os.path.split(os.path.normpath(path))
+        try:
+            dir_fd = _open_dir(directory) if _ANCHORED else None
+        except FileNotFoundError:
+            return None if not expected else "it was deleted since"
+        except OSError as error:
+            return f"its folder cannot be reached ({error.strerror or error})"
+        try:
+            return _swap(dir_fd, name if dir_fd is not None else os.path.realpath(path), content, expected)
+        finally:
+            if dir_fd is not None:
+                os.close(dir_fd)
 
     def _read(self, path: str) -> str:
         # O_NONBLOCK: opening a FIFO must not hang the call; fstat then rejects it.
@@ -330,6 +385,68 @@ def _open_anchored(path: str, flags: int) -> int:
         raise
     finally:
         os.close(dir_fd)
+
+
+def _held(dir_fd: int | None, name: str) -> tuple[bytes | None, os.stat_result | None, str | None]:
+    """What ``name`` holds now (``None``: no file) and its stat, or why it is not a file."""
+    try:
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None, None, None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return None, None, "it is a symbolic link now"
+        return None, None, f"it cannot be read ({error.strerror or error})"
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return None, None, "it is no longer a regular file"
+    with open(fd, "rb") as file:
+        return file.read(), info, None
+
+
+def _identity(info: os.stat_result | None) -> tuple[int, ...] | None:
+    if info is None:
+        return None
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _swap(dir_fd: int | None, name: str, content: bytes | None, expected: str) -> str | None:
+    """``put_back`` in one directory: compare, then replace, refusing if the file moved in
+    between (the stat taken when it was read must still hold just before the rename)."""
+    data, info, problem = _held(dir_fd, name)
+    if problem is not None:
+        return problem
+    if content_digest(data) != expected:
+        return "it was deleted since" if data is None else "it changed since"
+    if content is None and data is None:
+        return None
+    temp = None
+    if content is not None:
+        directory, base = os.path.split(name)
+        temp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666, dir_fd=dir_fd)
+        with open(fd, "wb") as file:
+            file.write(content)
+            if info is not None:  # the file keeps its permission bits, as a write does
+                os.fchmod(file.fileno(), stat.S_IMODE(info.st_mode))
+    try:
+        try:
+            now: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            now = None
+        if _identity(now) != _identity(info):  # written between the read and now: theirs wins
+            return "it changed since"
+        if temp is None:
+            os.unlink(name, dir_fd=dir_fd)
+        else:
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            temp = None
+        return None
+    finally:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
 
 
 def _encoded(chunks: Iterable[str], *, crlf: bool, size: int = _WRITE_BLOCK) -> Iterator[bytes]:

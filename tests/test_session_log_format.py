@@ -38,6 +38,8 @@ from dsh_acp.session._events import (
     Compacted,
     ConfigChanged,
     CostReported,
+    FileChanged,
+    FilesRestored,
     ModeChanged,
     PermissionAnswered,
     PermissionRemoved,
@@ -365,6 +367,17 @@ def test_every_event_type_round_trips_through_its_log_line() -> None:
         CostReported("0.25"),
         TitleSet("A title", "2026-01-01T00:00:00Z"),
         TurnStopped("end_turn"),
+        FileChanged("/w/a.py", "ab12", "cd34"),
+        FileChanged("/w/big.bin", "", None, "it is larger than 16 MiB"),
+        FilesRestored(
+            2,
+            "undo-1",
+            ("/w/a.py",),
+            ("/w/new.py",),
+            (("/w/b.py", "it changed since"),),
+            {"card": "generic"},
+            "Restored",
+        ),
     ]
     assert {type(event) for event in examples} == set(get_args(SessionEvent))
     for event in examples:

@@ -189,7 +189,20 @@ class SessionManager:
         registry, services = self.tools.layer(), Services(session.permissions, SessionTasks(self.background))
         services.add(registry, as_type=ToolRegistry)  # what the mode policy looks up
         self._add_client_services(session, registry, services)
+        self._add_file_journal(session, services)
         return registry, services
+
+    def _add_file_journal(self, session: Session, services: Services) -> None:
+        """Every write through the session's file system (the client's or the disk) is logged,
+        and what the file held kept, for ``/undo``."""
+        from dsh_acp.session._file_journal import FileJournal, KeptFiles
+        from dsh_tools.filesystem import FileSystem, LocalFileSystem
+
+        # mypy rejects an abstract class as a type[T] argument (python/mypy#4717).
+        inner = services.get(FileSystem) or LocalFileSystem()  # type: ignore[type-abstract]
+        kept = KeptFiles(self.store.kept_folder(session.session_id) if self.store is not None else None)
+        journal = FileJournal(inner, kept, session.record, lambda: session.prompts - 1)
+        services.add(journal, as_type=FileSystem)
 
     def _add_client_services(self, session: Session, registry: ToolRegistry, services: Services) -> None:
         """What the session's tools reach through the client, for what this client offers."""

@@ -156,6 +156,13 @@ async def _compact(table: CommandTable, session: Session, runner: TurnRunner, ar
     return "end_turn"
 
 
+async def _undo(table: CommandTable, session: Session, runner: TurnRunner, argument: str) -> StopReason:
+    from dsh_acp.loop._undo import undo_last_turn
+
+    answer = await undo_last_turn(session, f"undo-{table.config.message_ids()}")
+    return await table.say(session, answer) if answer is not None else "end_turn"
+
+
 COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("compact", "Summarize the conversation so far to free context", None, _compact),
     SlashCommand("init", "Write a starter AGENTS.md for this project", None, instruction=INIT_INSTRUCTION),
@@ -168,6 +175,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
         _permissions,
     ),
     SlashCommand("tools", "List the tools and what they do", None, _tools),
+    SlashCommand("undo", "Take back the file changes of the last turn (again: the turn before)", None, _undo),
 )
 _BY_NAME = {command.name: command for command in COMMANDS}
 

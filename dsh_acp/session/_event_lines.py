@@ -21,6 +21,8 @@ from ._events import (
     Compacted,
     ConfigChanged,
     CostReported,
+    FileChanged,
+    FilesRestored,
     ModeChanged,
     PermissionAnswered,
     PermissionRemoved,
@@ -269,6 +271,35 @@ def _title(r: dict[str, Any]) -> TitleSet | None:
     return TitleSet(title, _opt_str(r, "updated_at")) if type(title) is str and title else None
 
 
+def _file(r: dict[str, Any]) -> FileChanged:
+    return FileChanged(_str(r, "path"), _str(r, "after"), _opt_str(r, "before"), _opt_str(r, "not_kept"))
+
+
+def _paths(r: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = r.get(key) or ()
+    return tuple(item for item in value if type(item) is str)
+
+
+def _undo(r: dict[str, Any]) -> FilesRestored:
+    turn = r["turn"]
+    if type(turn) is not int:
+        raise BadEvent("an undo of no turn")
+    left = tuple(
+        (item[0], item[1])
+        for item in r.get("left") or ()
+        if type(item) is list and len(item) == 2 and all(type(part) is str for part in item)
+    )
+    return FilesRestored(
+        turn,
+        _str(r, "call_id"),
+        _paths(r, "restored"),
+        _paths(r, "removed"),
+        left,
+        _opt_dict(r, "view"),
+        _opt_str(r, "notice"),
+    )
+
+
 _Reader = Callable[[dict[str, Any]], SessionEvent | None]
 _READERS: Final[dict[type, _Reader]] = {
     UserPrompt: _user,
@@ -286,6 +317,8 @@ _READERS: Final[dict[type, _Reader]] = {
     CostReported: lambda r: CostReported(str(Decimal(_str(r, "cost")))),
     TitleSet: _title,
     TurnStopped: lambda r: TurnStopped(_str(r, "reason")),
+    FileChanged: _file,
+    FilesRestored: _undo,
 }
 # Every event of the union, read back by its tag: an event class without a reader stops the
 # import here, before any log is read.

@@ -29,6 +29,8 @@ __all__ = [
     "Compacted",
     "ConfigChanged",
     "CostReported",
+    "FileChanged",
+    "FilesRestored",
     "ModeChanged",
     "PermissionAnswered",
     "PermissionRemoved",
@@ -206,6 +208,37 @@ class TurnStopped:
     reason: str
 
 
+@dataclass(slots=True)
+class FileChanged:
+    """A tool wrote a file through the session's file system (``_file_journal``): the digest of
+    the bytes it held before (kept beside the log for ``/undo``; ``None``: there was no file) and
+    of the bytes written (``""``: they cannot be told). ``not_kept`` says why what it held was
+    not kept (too large, unreadable), which leaves this change out of reach of ``/undo``."""
+
+    tag: ClassVar[str] = "file"
+    path: str
+    after: str
+    before: str | None = None
+    not_kept: str | None = None
+
+
+@dataclass(slots=True)
+class FilesRestored:
+    """``/undo`` took back the file changes of turn ``turn`` (its 0-based prompt): the files it
+    ``restored`` (to what they held before the turn), those it ``removed`` (the turn created
+    them) and those it ``left`` as they are, each with why. ``view`` is its card (a render
+    intent as JSON) and ``notice`` the card's first lines, replayed as they were."""
+
+    tag: ClassVar[str] = "undo"
+    turn: int
+    call_id: str
+    restored: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    left: tuple[tuple[str, str], ...] = ()
+    view: dict[str, Any] | None = None
+    notice: str | None = None
+
+
 SessionEvent = (
     UserPrompt
     | AssistantReply
@@ -222,4 +255,6 @@ SessionEvent = (
     | CostReported
     | TitleSet
     | TurnStopped
+    | FileChanged
+    | FilesRestored
 )

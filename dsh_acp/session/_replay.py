@@ -45,6 +45,8 @@ from ._events import (
     Compacted,
     ConfigChanged,
     CostReported,
+    FileChanged,
+    FilesRestored,
     ModeChanged,
     PermissionAnswered,
     PermissionRemoved,
@@ -64,7 +66,7 @@ if TYPE_CHECKING:
 
     from dsh_tools import ToolCallView, ToolDefinition, ToolRegistry, ToolResultView
 
-__all__ = ["replay_updates"]
+__all__ = ["replay_updates", "restored_card"]
 
 _log = logging.getLogger("dsh_acp.replay")
 
@@ -187,6 +189,20 @@ class _Replay:
         self.texted = True
 
 
+def restored_card(event: FilesRestored, render: RenderContext) -> SessionUpdate:
+    """An undo's card, live and replayed alike: a finished ``edit`` card with the diffs of what
+    was restored, its first lines saying what was left as it was."""
+    info = CallInfo(
+        call_id=event.call_id,
+        name="undo",
+        arguments={},
+        view=_logged_view(event.view),
+        kind="edit",
+        notice=event.notice,
+    )
+    return announce_call(info, "completed", render)
+
+
 def replay_updates(
     events: Iterable[SessionEvent], render: RenderContext, tools: ToolRegistry | None = None
 ) -> Iterator[SessionUpdate]:
@@ -213,6 +229,8 @@ def replay_updates(
                 yield replay.compacted(event)
             case TitleSet():
                 yield session_info_update(event.title, event.updated_at)
+            case FilesRestored():
+                yield restored_card(event, render)
             case (
                 ToolContext()
                 | PermissionAnswered()
@@ -221,6 +239,7 @@ def replay_updates(
                 | ConfigChanged()
                 | CostReported()
                 | TurnStopped()
+                | FileChanged()
             ):
                 pass  # the client is brought up to date on these by the load's answer, not updates
             case _:

@@ -33,6 +33,8 @@ from ._events import (
     Compacted,
     ConfigChanged,
     CostReported,
+    FileChanged,
+    FilesRestored,
     ModeChanged,
     PermissionAnswered,
     PermissionRemoved,
@@ -46,6 +48,7 @@ from ._events import (
     UsageReported,
     UserPrompt,
 )
+from ._file_history import FileHistory, undo_note
 from ._memory import collector_paused
 
 if TYPE_CHECKING:
@@ -86,6 +89,8 @@ class SessionState:
     """The entries of the session's plan as the log keeps them, the last a plan tool's result
     gave: what the client shows when no call is streaming a plan in (a streamed plan the tool
     does not keep gives way to it)."""
+    files: FileHistory | None = None
+    """What tools changed in files, turn by turn (``None`` until something does)."""
     _step: list[ToolCallRequest] | None = field(default=None, repr=False)
     """The calls of the last assistant step still waiting for results (``None``: none)."""
     _results: dict[str, ToolResultMessage] | None = field(default=None, repr=False)
@@ -95,8 +100,17 @@ class SessionState:
         match event:
             case ToolFinished() | ToolCancelled():
                 self._result(event)
-            case ToolCalled() | TurnStopped():
-                pass  # what they change lives elsewhere: the card, the turn's answer
+            case ToolCalled():
+                if event.kind == "execute":  # a command may change files the log never sees
+                    self._files().commands.add(self.prompts - 1)
+            case TurnStopped():
+                pass  # what it changes lives elsewhere: the turn's answer
+            case FileChanged():
+                self._files().change(self.prompts - 1, event, self._prompt_words())
+            case FilesRestored():
+                self.settle()
+                self._files().restored(event)
+                self.history.append(ContextMessage(undo_note(event)))
             case AssistantReply():
                 self._reply(event)
             case UsageReported():
@@ -127,6 +141,22 @@ class SessionState:
                 self.title = event.title
             case _:
                 assert_never(event)
+
+    def _files(self) -> FileHistory:
+        if self.files is None:
+            self.files = FileHistory()
+        return self.files
+
+    def _prompt_words(self) -> str:
+        """The first words of the running turn's prompt (what an undo card names the turn by)."""
+        from dsh_tools import TextBlock
+
+        for message in reversed(self.history):
+            if isinstance(message, UserMessage):
+                text = next((b.text for b in message.content if isinstance(b, TextBlock)), "")
+                line = " ".join(text.split())
+                return line if len(line) <= 60 else line[:59].rstrip() + "…"
+        return ""
 
     def _reply(self, event: AssistantReply) -> None:
         self.settle()

@@ -22,10 +22,12 @@ none. Strings that look like secrets are redacted before they reach the disk. A 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import re
+import shutil
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -217,6 +219,10 @@ class SessionStore:
         """The path of a (valid) session id's log, as a string."""
         return f"{self._folder}/{session_id}.jsonl"
 
+    def kept_folder(self, session_id: str) -> str:
+        """Where a session keeps what files held before the agent wrote them (for ``/undo``)."""
+        return f"{self._folder}/{session_id}.files"
+
     def exists(self, session_id: str) -> bool:
         try:
             return os.path.isfile(self._path(session_id))
@@ -302,10 +308,28 @@ class SessionStore:
                 os.unlink(temporary)
             except OSError:
                 pass
+        self._link_kept(source_id, session_id)
         listing = Listing(cwd, list(additional_directories), None, now)
         listing.catch_up(events)  # the source's title comes with its history
         listing.updated_at = now  # and the fork was made now
         self._write_listing_of(session_id, listing)
+
+    def _link_kept(self, source_id: str, session_id: str) -> None:
+        """A fork's ``/undo`` reaches the files its history changed: it gets the source's kept
+        copies (hard links, so no copy is made; best effort: a copy missing makes that file's
+        undo refused, never wrong)."""
+        source, target = self.kept_folder(source_id), self.kept_folder(session_id)
+        try:
+            names = os.listdir(source)
+        except OSError:
+            return  # nothing was kept
+        try:
+            os.makedirs(target, mode=0o700, exist_ok=True)
+            for name in names:
+                with contextlib.suppress(FileExistsError):
+                    os.link(f"{source}/{name}", f"{target}/{name}")
+        except OSError as error:
+            _log.warning("session fork: the kept copies of %s were not all linked: %s", source_id, error)
 
     def open(self, session_id: str) -> SessionLog:
         """Claim an existing session's log for appending; ``SessionBusy`` if it is open elsewhere.
@@ -409,6 +433,7 @@ class SessionStore:
             os.unlink(self._listing_path(session_id))
         except OSError:
             pass  # none was written, or it goes with the folder
+        shutil.rmtree(self.kept_folder(session_id), ignore_errors=True)
 
     def read(self, session_id: str) -> LogStream:
         """A session's log to read back, event by event; ``KeyError`` if there is none,
