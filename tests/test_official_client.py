@@ -410,7 +410,7 @@ def test_closing_stdin_ends_the_agent_cleanly(run: Run) -> None:
 
 MODEL_ID = "script:model.json"  # drive.mjs hands the agent its script as <state dir>/model.json
 MODE_IDS = ["default", "accept_edits", "plan", "bypass"]
-COMMANDS = ["compact", "init", "mode", "model", "permissions", "tools"]
+COMMANDS = ["compact", "init", "mode", "model", "permissions", "tools", "undo"]
 REFERENCE_TOOLS = [
     "bash",
     "bash_output",
