@@ -1,7 +1,8 @@
 """web_fetch: what a documentation page costs to fetch and convert, and what reaches the model.
 
-Serves ``tests/web_pages/connection-pools.html`` (a 42 KB Sphinx-like page written for the tests)
-and a page of about 20 MB (its article repeated) from 127.0.0.1, and reports for each:
+Serves the web_fetch golden's documentation page (a 42 KB Sphinx-like page written for the
+tests, ``fixtures/wire/web_fetch_card/site/docs/connection-pools.html``) and a page of about
+20 MB (its article repeated) from 127.0.0.1, and reports for each:
 
 - the page's size and the size of its Markdown (what the model reads: all of it for the small
   page, the first 100 KiB for the large one, the rest in a saved file);

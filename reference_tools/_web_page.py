@@ -3,12 +3,12 @@ it the model reads at once.
 
 The conversion is html-to-markdown's (a Rust converter behind a Python binding, MIT), chosen
 over markdownify with BeautifulSoup, trafilatura and html2text by what each made of a saved
-documentation page (``tests/web_pages``): its fenced code blocks keep their blank lines
-(trafilatura drops them), its tables are pipe tables, and its "aggressive" preprocessing drops
-navigation, sidebars, footers, forms, scripts and styles without a selector per site theme.
-Measured on that 42 KB page: 56-86 ms to import, 9-12 ms to convert (markdownify with
-BeautifulSoup: 116-160 ms and 39-138 ms; html2text is GPL). It is imported on the first HTML
-page, in a worker thread with the conversion.
+documentation page (``fixtures/wire/web_fetch_card/site/docs``): its fenced code blocks keep
+their blank lines (trafilatura drops them), its tables are pipe tables, and its "aggressive"
+preprocessing drops navigation, sidebars, footers, forms, scripts and styles without a selector
+per site theme; it imports and converts fastest of them, and html2text is GPL (the figures are
+in bench/README.md). It is imported on the first HTML page, in a worker thread with the
+conversion.
 """
 
 from __future__ import annotations

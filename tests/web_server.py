@@ -1,6 +1,7 @@
-"""A small HTTP server on 127.0.0.1 for the ``web_fetch`` tests: saved pages from
-``tests/web_pages``, and routes that misbehave the ways real servers do (redirects, binary
-bodies, a 20 MB page, silence, gzip). It records every request it gets."""
+"""A small HTTP server on 127.0.0.1 for the ``web_fetch`` tests: the saved documentation page
+of the web_fetch golden's site (``fixtures/wire/web_fetch_card/site/docs``, written for the
+tests), and routes that misbehave the ways real servers do (redirects, binary bodies, a 20 MB
+page, silence, gzip). It records every request it gets."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PAGES = Path(__file__).parent / "web_pages"
+PAGES = Path(__file__).parent.parent / "fixtures/wire/web_fetch_card/site/docs"
 TLS = Path(__file__).parent / "tls"
 
 Route = Callable[["Handler"], None]
