@@ -22,6 +22,8 @@ class Answer:
 
     action: Literal["accept", "decline", "cancel"]
     values: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
+    """What the model is told instead of the usual words (an answer the host refused)."""
 
 
 class UserQuestions(ABC):
@@ -35,6 +37,8 @@ class UserQuestions(ABC):
 
 def answer_text(answer: Answer) -> str:
     """What an answer says, to the model and on the question's card."""
+    if answer.note is not None:
+        return answer.note
     if answer.action == "decline":
         return "The user declined to answer."
     if answer.action == "cancel":

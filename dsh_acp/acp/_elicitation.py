@@ -17,6 +17,8 @@ from dsh_acp.wire._client_requests import elicitation_params
 from dsh_tools import GenericCallView, TextBlock, ToolResult
 from dsh_tools.questions import Answer, UserQuestions, answer_text
 
+from ._form_answers import form_problem
+
 if TYPE_CHECKING:
     from dsh_acp.session._session import Session
 
@@ -44,7 +46,18 @@ class ClientQuestions(UserQuestions):
         action = response.get("action") if isinstance(response, dict) else None
         if action == "accept":
             content = response.get("content")
-            return Answer("accept", dict(content) if isinstance(content, dict) else {})
+            problem = form_problem(schema, content)
+            if problem is not None:  # not what the user could have answered in that form
+                _log.warning("elicitation answer refused: %s", problem)
+                return Answer(
+                    "cancel",
+                    note=(
+                        "The user's client sent an answer that does not fit the question "
+                        f"({problem}): treat the question as unanswered."
+                    ),
+                )
+            assert isinstance(content, dict)
+            return Answer("accept", dict(content))
         return Answer("decline") if action == "decline" else Answer("cancel")
 
 

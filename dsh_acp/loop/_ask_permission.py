@@ -75,7 +75,9 @@ class PermissionQuestion:
         option_id = outcome.get("optionId") if isinstance(outcome, dict) and kind == "selected" else None
         chosen = next((option for option in options if option.option_id == option_id), None)
         if chosen is None:
-            return Deny(f"the permission answer was not understood ({response!r:.80}); the call was not run")
+            return Deny(
+                f"the permission answer was not understood ({_unread(outcome)}); the call was not run"
+            )
         if chosen.remember:
             rule: Literal["allow", "reject"] = "allow" if chosen.kind == "allow_always" else "reject"
             if chosen.project and rules.project is not None:
@@ -89,6 +91,21 @@ class PermissionQuestion:
         if chosen.kind in ("allow_once", "allow_always"):
             return Allow()
         return Deny("the user declined this call; do not retry it unchanged")
+
+
+def _unread(outcome: object) -> str:
+    """What was wrong with an answer, without printing it: the client is not to be trusted with
+    the size or the depth of what the model reads (a repr of a deeply nested value raised
+    ``RecursionError``, whose text reached the model)."""
+    if not isinstance(outcome, dict):
+        return f"its outcome is {type(outcome).__name__}, not an object"
+    option_id = outcome.get("optionId")
+    if isinstance(option_id, str):
+        shown = shown_text(option_id[:_REASON_CHARS])
+        return f"no option {shown!r} was offered"
+    said = outcome.get("outcome")
+    said = shown_text(said[:40]) if isinstance(said, str) else type(said).__name__
+    return f"outcome {said!r} with no option that was offered"
 
 
 def _roots(execution: ToolExecution) -> tuple[str, ...]:
