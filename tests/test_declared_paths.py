@@ -24,6 +24,7 @@ from dsh_tools import (
     Location,
     PathSubject,
     Services,
+    ToolDefinition,
     ToolExecution,
     ToolRegistry,
     define_tool,
@@ -37,27 +38,34 @@ async def _ok(args: dict[str, Any], execution: ToolExecution) -> str:
     return "ok"
 
 
-PUT = define_tool(
-    name="put",
-    description="Put texts in files.",
-    parameters={"paths": {"type": "array", "items": {"type": "string"}, "required": True}},
-    execute=_ok,
-    present_call=lambda args: DiffCallView(
-        title="Put", diffs=tuple(FileDiff(path=p, old_text=None, new_text="x") for p in args["paths"])
-    ),
-    kind="edit",
-)
-LOOK = define_tool(
-    name="look",
-    description="Look at files.",
-    parameters={"paths": {"type": "array", "items": {"type": "string"}, "required": True}},
-    execute=_ok,
-    present_call=lambda args: GenericCallView(
-        title="Look", kind="read", locations=tuple(Location(path=p) for p in args["paths"])
-    ),
-    kind="read",
-    read_only=True,
-)
+def paths_tool(name: str, kind: Any, card: Any, read_only: bool = False) -> ToolDefinition:
+    """A tool whose card names the paths of its ``paths`` argument (``card(paths)``)."""
+    return define_tool(
+        name=name,
+        description=name,
+        parameters={"paths": {"type": "array", "items": {"type": "string"}, "required": True}},
+        execute=_ok,
+        present_call=lambda args: card(args["paths"]),
+        kind=kind,
+        read_only=read_only,
+    )
+
+
+def _diffs(paths: list[str]) -> DiffCallView:
+    return DiffCallView(
+        title="Put", diffs=tuple(FileDiff(path=p, old_text=None, new_text="x") for p in paths)
+    )
+
+
+def _located(kind: Any) -> Any:
+    return lambda paths: GenericCallView(
+        title="Look", kind=kind, locations=tuple(Location(path=p) for p in paths)
+    )
+
+
+PUT = paths_tool("put", "edit", _diffs)
+LOOK = paths_tool("look", "read", _located("read"), read_only=True)
+SAVE = paths_tool("save", "fetch", _located("fetch"))  # a network tool that saves pages
 
 
 async def decide(workspace: Path, mode: str, tool: str, *paths: str, agent: tuple[str, ...] = ()) -> Any:
@@ -66,6 +74,7 @@ async def decide(workspace: Path, mode: str, tool: str, *paths: str, agent: tupl
     registry.on_pre_execute(mode_gate(registry, agent))
     registry.register(PUT)
     registry.register(LOOK)
+    registry.register(SAVE)
     decisions: list[Any] = []
 
     async def approver(execution: ToolExecution, ask: Ask) -> Any:
@@ -238,3 +247,11 @@ async def test_always_allowing_one_path_does_not_cover_a_call_naming_two(
     # The second call is asked about the path no answer covers; the third is covered twice over.
     assert asked == [("1", f"Always allow editing `{one}`"), ("2", f"Always allow editing `{two}`")]
     client.assert_valid()
+
+
+async def test_a_network_tool_naming_a_path_outside_is_asked_about_the_path(workspace: Path) -> None:
+    real = str(workspace.parent / "outside" / "page.html")
+    decision = await decide(workspace, "accept_edits", "save", "../outside/page.html")
+    assert decision == Ask(f"edit {real}, which is outside the workspace", PathSubject("edit", real, real))
+    inside = await decide(workspace, "accept_edits", "save", "page.html")
+    assert inside == Ask("fetch tools ask first in every mode but bypass (they reach the network)")

@@ -157,6 +157,7 @@ TESTING_ALL = [
     "discover_scenarios",
     "fuzz_agent",
     "golden_diff",
+    "golden_tests",
     "locate_schema",
     "run_scenario",
     "scenario_problems",

@@ -23,6 +23,7 @@ async def run(args, execution):
 print("a stray print while importing")
 TOOLS = [define_tool(name="good", description="A good tool.", parameters={}, execute=run)]
 ONE = TOOLS[0]
+NOT_TOOLS = "good"
 
 def make():
     raise RuntimeError("no tools today")
@@ -56,8 +57,9 @@ CASES = {
     "description must be a non-empty string "
     "(bad_definition.py:7)",
     "good_tools:TOLS": "good_tools has no 'TOLS' (it has TOOLS, ONE)",
-    "good_tools:make": "make() raised RuntimeError: no tools today (good_tools.py:12)",
-    "good_tools:ONE": "ONE is one tool definition; give a list ([ONE])",
+    "good_tools:make": "make() raised RuntimeError: no tools today (good_tools.py:13)",
+    "good_tools:NOT_TOOLS": "NOT_TOOLS is a str, not a tool definition, a list of them or a function "
+    "returning one",
 }
 
 
@@ -107,6 +109,8 @@ def test_a_usable_module_serves_and_what_it_prints_stays_off_the_wire(modules: P
     done = _run(["tools", "--no-tools", "--tools", "good_tools:TOOLS"], modules, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["good", "A", "good", "tool."]
+    one = _run(["tools", "--no-tools", "--tools", "good_tools:ONE"], modules, tmp_path)
+    assert (one.returncode, one.stdout) == (0, done.stdout)  # one definition serves as a list of one
     assert done.stderr == "a stray print while importing\n"
 
 

@@ -95,7 +95,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="MODULE:NAME",
-        help="also register the tools NAME in MODULE (a list of definitions, or a function returning one)",
+        help="also register the tools NAME in MODULE (a tool definition, a list of them, or a function "
+        "returning a list); a module that does not load stops the agent with one line on stderr",
     )
     parser.add_argument(
         "--max-model-requests",

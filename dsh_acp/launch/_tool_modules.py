@@ -1,7 +1,8 @@
 """``--tools MODULE:NAME``: the user's tool modules, loaded and checked when the flags are read.
 
-A module that does not import, a name it does not define, a value that is not a list of tool
-definitions, a definition ``define_tool`` refused: each is one line naming the flag, said
+``NAME`` is a tool definition, a list of them, or a function returning a list. A module that
+does not import, a name it does not define, a value that is none of those, a definition
+``define_tool`` refused: each is one line naming the flag, said
 before the agent serves anything (the command exits with status 2), and the same line is what
 ``dsh-acp tools --tools …`` prints. Loading later, at the first prompt, left an editor with an
 agent that started normally and failed every turn.
@@ -109,12 +110,11 @@ def _resolve(spec: str, module_name: str, attribute: str) -> list[ToolDefinition
                 f"--tools {spec}: {attribute}() raised {_describe(error)}{_where(error)}"
             ) from None
     if isinstance(value, ToolDefinition):
-        said = f"{attribute} is one tool definition; give a list ([{attribute}])"
-        raise ToolModuleError(f"--tools {spec}: {said}")
+        return [value]
     if not isinstance(value, list | tuple):
         raise ToolModuleError(
-            f"--tools {spec}: {attribute} is a {type(value).__name__}, not a list of tool definitions"
-            " (or a function returning one)"
+            f"--tools {spec}: {attribute} is a {type(value).__name__}, not a tool definition, a list of"
+            " them or a function returning one"
         )
     for index, item in enumerate(value):
         if not isinstance(item, ToolDefinition):

@@ -127,19 +127,19 @@ def mode_gate(registry: ToolRegistry, agent_folders: Sequence[str] = ()) -> PreE
         definition = scoped.get(execution.name)
         kind = definition.kind if definition is not None else "other"
         read_only = definition is not None and definition.read_only
+        asked, clean = None, False
+        if definition is not None and definition.present_call is not None:
+            writes = not read_only and kind not in _READING
+            asked, clean = _declared(execution, definition, decision, agent_folders, state, writes=writes)
         if kind in _NETWORK and not isinstance(decision, Ask):
-            return Ask(f"{kind} tools ask first in every mode but bypass (they reach the network)")
+            return asked or Ask(f"{kind} tools ask first in every mode but bypass (they reach the network)")
         if mode == "plan" and not read_only:
             return Deny(
                 f"the session is in plan mode, where only read-only tools run ({execution.name} is not one); "
                 "describe the change instead, and the user can switch modes to let it run"
             )
-        clean = False
-        if definition is not None and definition.present_call is not None:
-            writes = not read_only and kind not in _READING
-            asked, clean = _declared(execution, definition, decision, agent_folders, state, writes=writes)
-            if asked is not None:
-                return asked
+        if asked is not None:
+            return asked
         result = decision if isinstance(decision, Ask) else _by_mode(mode, kind, read_only)
         if clean and isinstance(result, Ask):
             from ._declared_paths import PreviewableCalls

@@ -17,7 +17,7 @@ from ._checks import wire_problems
 from ._client import ZED_CAPABILITIES, AcpClient, PermissionAnswer, WireLine
 from ._fuzz import FrameGenerator, FuzzReport, fuzz_agent
 from ._golden import Normalizer
-from ._golden_check import GoldenCheck
+from ._golden_check import GoldenCheck, golden_tests
 from ._golden_diff import golden_diff
 from ._scenario import (
     Mode,
@@ -51,6 +51,7 @@ __all__ = [
     "discover_scenarios",
     "fuzz_agent",
     "golden_diff",
+    "golden_tests",
     "locate_schema",
     "run_scenario",
     "scenario_problems",

@@ -1,13 +1,17 @@
-"""``GoldenCheck``: what the kit's ``golden`` pytest fixture is, and what a test annotates it with."""
+"""``GoldenCheck``: what the kit's ``golden`` pytest fixture is, and what a test annotates it with;
+``golden_tests``: a whole golden test in one line."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from ._scenario import Mode, Scenario, ScenarioError, check_scenario
+from ._scenario import Mode, Scenario, ScenarioError, check_scenario, discover_scenarios
 from ._schema import AcpSchema
 
-__all__ = ["GoldenCheck"]
+__all__ = ["GoldenCheck", "golden_tests"]
 
 
 @dataclass(frozen=True)
@@ -41,3 +45,23 @@ class GoldenCheck:
             pytest.fail(failure, pytrace=False)
         if diff:
             self.rewritten.append(diff)
+
+
+def golden_tests(
+    folder: str | Path, *, mode: Mode = "subprocess", pin_agent: bool = False
+) -> Callable[[Scenario, GoldenCheck], None]:
+    """A test of every scenario in ``folder`` against its golden, one case per scenario:
+    ``test_wire = golden_tests("wire")`` in a test module. A relative ``folder`` is read beside
+    the module that calls this (its ``__file__``). ``mode`` and ``pin_agent``: see ``GoldenCheck``."""
+    import pytest
+
+    folder = Path(folder)
+    if not folder.is_absolute():
+        caller = sys._getframe(1).f_globals.get("__file__")
+        folder = (Path(caller).parent if caller else Path.cwd()) / folder
+
+    @pytest.mark.parametrize("scenario", discover_scenarios(folder), ids=str)
+    def test(scenario: Scenario, golden: GoldenCheck) -> None:
+        golden(scenario, mode, pin_agent=pin_agent)
+
+    return test

@@ -1,0 +1,3 @@
+from dsh_acp.testing import golden_tests
+
+test_wire = golden_tests("wire")

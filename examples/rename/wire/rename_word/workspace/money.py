@@ -1,0 +1,3 @@
+subtotal = 1
+total = subtotal + 1
+print(total)
