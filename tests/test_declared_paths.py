@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dsh_acp.permissions._modes import PermissionState, mode_gate
+from dsh_acp.permissions._modes import MODES, PermissionState, mode_gate
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Allow,
@@ -103,7 +103,8 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("mode", ["default", "accept_edits", "bypass"])  # plan refuses every edit
+# Every mode there is (a mode added later is covered too), but plan, which refuses every edit.
+@pytest.mark.parametrize("mode", [mode for mode in MODES if mode != "plan"])
 async def test_an_edit_card_naming_a_path_outside_asks_in_every_mode_but_bypass(
     workspace: Path, mode: str
 ) -> None:
@@ -135,19 +136,22 @@ async def test_a_read_card_naming_a_path_outside_asks_too(workspace: Path, mode:
 @pytest.mark.parametrize(
     "path", [".git/config", ".git/hooks/pre-commit", "sub/.git/config", ".GIT/config", "store/hooks/x"]
 )
-async def test_an_edit_in_a_git_folder_asks_in_accept_edits(workspace: Path, path: str) -> None:
+@pytest.mark.parametrize("mode", [mode for mode in MODES if mode not in ("plan", "bypass")])
+async def test_an_edit_in_a_git_folder_asks_in_every_mode_that_edits(
+    workspace: Path, path: str, mode: str
+) -> None:
     store = workspace / "store"  # a separate git folder, shaped like one (HEAD, objects/, refs/)
     (store / "objects").mkdir(parents=True)
     (store / "refs").mkdir()
     (store / "HEAD").write_text("ref: refs/heads/main\n")
-    decision = await decide(workspace, "accept_edits", "put", path)
+    decision = await decide(workspace, mode, "put", path)
     assert isinstance(decision, Ask)
     assert (
         decision.reason
         == f"edit {workspace / path}, which is in a git folder, where what git runs is kept (hooks, config)"
     )
     # Reading there is no change: the mode decides.
-    assert await decide(workspace, "accept_edits", "look", path) == Allow()
+    assert await decide(workspace, mode, "look", path) == Allow()
 
 
 async def test_the_folder_a_git_file_points_to_and_a_link_into_git_ask(workspace: Path) -> None:
