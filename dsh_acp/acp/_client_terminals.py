@@ -8,6 +8,7 @@ session closes this host, which releases any terminal a tool left unreleased.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,10 +39,17 @@ _RELEASE_TIMEOUT_S = 5.0
 Request = Callable[[str, Any], Awaitable[Any]]
 
 
+_SIGNAL = re.compile(r"SIG[A-Z0-9+-]{1,12}")
+"""A signal's name as a client reports it (``SIGKILL``, ``SIGRTMIN+3``)."""
+
+
 def _exit_status(value: Any) -> ExitStatus:
     if not isinstance(value, Mapping):
         return ExitStatus()
     code, signal = value.get("exitCode"), value.get("signal")
+    if isinstance(signal, str) and not _SIGNAL.fullmatch(signal):
+        # The model and the card read it: a NUL, a newline or a forged "[exit code 0]" is not a name.
+        signal = "an unknown signal"
     return ExitStatus(
         exit_code=code if type(code) is int else None, signal=signal if isinstance(signal, str) else None
     )
