@@ -6,6 +6,7 @@ session store and the project instructions.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -236,7 +237,15 @@ class SessionManager:
         server that failed (the session goes on without its tools)."""
         if not session.mcp_servers:
             return []
-        from dsh_acp.mcp._servers import connect_servers
+        try:
+            # The MCP SDK's first import costs about a second of CPU: not on the event loop.
+            await anyio.to_thread.run_sync(importlib.import_module, "dsh_acp.mcp._servers")
+        except ImportError as error:  # a broken install must not fail the session either
+            return [
+                f'MCP server "{name}" failed to start: the MCP SDK is unusable ({error})'
+                for name in (_server_name(raw) for raw in session.mcp_servers)
+            ]
+        from dsh_acp.mcp._servers import connect_servers  # imported just now
 
         ask = None
         if self.profile.questions:  # else the servers are not told they may ask
@@ -455,3 +464,8 @@ def _session_info(stored: StoredSession) -> dict[str, Any]:
     if stored.updated_at:
         info["updatedAt"] = stored.updated_at
     return info
+
+
+def _server_name(raw: object) -> str:
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return name if isinstance(name, str) and name else "?"

@@ -10,20 +10,31 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+import httpx2
+import mcp_types
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    CONNECTION_CLOSED,
+    ElicitRequestFormParams,
+    ElicitResult,
+    Implementation,
+    PaginatedRequestParams,
+)
 
 from dsh_acp._safe_text import brief, one_line
 from dsh_acp._version import VERSION
 from dsh_tools import HarnessError, ToolOutput, without_secrets
 
+from ._client_session import FormOnlyClientSession
 from ._specs import HttpSpec, StdioSpec
 from ._stdio import StdioServerProcess
 from ._tool_shapes import mcp_blocks
 
 if TYPE_CHECKING:
-    import mcp_types
     from mcp.client.session import ClientSession
 
-__all__ = ["FAILURE_CHARS", "AskUser", "McpServerError", "Server", "import_mcp"]
+__all__ = ["FAILURE_CHARS", "AskUser", "McpServerError", "Server"]
 
 _log = logging.getLogger("dsh_acp.mcp")
 
@@ -54,14 +65,6 @@ FAILURE_CHARS = 300
 """Characters of the reason a server failed to start, in the line shown to the user."""
 _ERROR_CHARS = 200
 """Characters of an exception's own words inside such a line or a failed call's error."""
-
-
-def import_mcp() -> None:
-    """Runs in a worker thread: the SDK's first import costs about a second of CPU."""
-    import mcp.client.streamable_http
-    import mcp.shared.message  # noqa: F401
-
-    from . import _client_session  # noqa: F401
 
 
 class Server:
@@ -130,9 +133,6 @@ class Server:
         self._scope.cancel()
 
     async def _start(self, stack: AsyncExitStack, start_timeout: float) -> None:
-        from mcp_types import Implementation
-
-        from ._client_session import FormOnlyClientSession
 
         read, write = await self._open_transport(stack)
         session = await stack.enter_async_context(
@@ -157,9 +157,6 @@ class Server:
     async def _open_transport(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         spec = self.spec
         if isinstance(spec, HttpSpec):
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
             # The SDK's default timeouts (a long read: a response may stream for a while).
             client = await stack.enter_async_context(
                 httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0))
@@ -182,7 +179,6 @@ class Server:
         return await stack.enter_async_context(self.process.open())
 
     async def _list_tools(self, session: ClientSession) -> list[mcp_types.Tool]:
-        from mcp_types import PaginatedRequestParams
 
         tools: list[mcp_types.Tool] = []
         cursor: str | None = None
@@ -212,7 +208,6 @@ class Server:
         """A server's question to the user, asked through the editor. A form question whose schema
         is not the flat object MCP allows, or a URL-mode one (only form mode is declared, but a
         server may ask anyway; the editor is only asked forms), is declined without asking."""
-        from mcp_types import ElicitRequestFormParams, ElicitResult
 
         assert self._ask is not None
         if not isinstance(params, ElicitRequestFormParams) or not _form_schema(params.requested_schema):
@@ -227,7 +222,6 @@ class Server:
     # -- failures --------------------------------------------------------------------------------
 
     async def _start_failure(self, error: BaseException, start_timeout: float) -> str:
-        from mcp.shared.exceptions import MCPError
 
         error = _unwrap(error)
         phase = self._phase
@@ -254,7 +248,6 @@ class Server:
     async def call(self, tool: str, arguments: dict[str, Any]) -> ToolOutput:
         """``tools/call`` on this server. Cancelling the awaiting task cancels the request (the
         SDK sends ``notifications/cancelled`` when its request is abandoned)."""
-        from mcp.shared.exceptions import MCPError
 
         session = self._session
         if session is None or self._gone is not None:
@@ -300,8 +293,6 @@ def _form_schema(schema: object) -> bool:
 
 def _is_connection_closed(error: BaseException) -> bool:
     """The SDK's own error for a request whose connection ended (not a server's -32000)."""
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import CONNECTION_CLOSED
 
     return (
         isinstance(error, MCPError)
@@ -311,7 +302,6 @@ def _is_connection_closed(error: BaseException) -> bool:
 
 
 def _is_http_transport_error(error: BaseException) -> bool:
-    import httpx2
 
     return isinstance(error, httpx2.TransportError)
 

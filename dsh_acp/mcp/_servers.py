@@ -38,7 +38,7 @@ from dsh_tools import (
     ToolRegistry,
 )
 
-from ._server import FAILURE_CHARS, AskUser, McpServerError, Server, import_mcp
+from ._server import FAILURE_CHARS, AskUser, McpServerError, Server
 from ._specs import parse_spec, server_name
 from ._tool_shapes import mcp_tool_name, object_schema
 
@@ -175,12 +175,6 @@ async def connect_servers(
             continue
         started.append((index, Server(spec, cwd, ask)))
     if not started:
-        return connections, [failures[i] for i in sorted(failures)]
-    try:
-        await anyio.to_thread.run_sync(import_mcp)
-    except ImportError as error:  # a broken install must not fail the session either
-        for index, server in started:
-            failures[index] = f'MCP server "{server.name}" failed to start: the MCP SDK is unusable ({error})'
         return connections, [failures[i] for i in sorted(failures)]
     try:
         for _, server in started:

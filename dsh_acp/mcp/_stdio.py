@@ -31,13 +31,14 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+from mcp_types import jsonrpc_message_adapter
 
 from dsh_acp._safe_text import one_line
 from dsh_acp.rpc._stdio import FdReceiveStream, FdSendStream
+from dsh_tools.processes import spawn_group
 
 if TYPE_CHECKING:
-    from mcp.shared.message import SessionMessage
-
     from dsh_tools.processes import GuardedProcess
 
 __all__ = ["StdioServerProcess"]
@@ -94,7 +95,6 @@ class _ServerProcess:
 def _spawn(argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str]) -> _ServerProcess:
     """Start ``argv`` leading a new session, kept by a warden (``OSError`` if it cannot start)."""
     # Lazily: the guard process starts with the first server, and a session without one pays nothing.
-    from dsh_tools.processes import spawn_group
 
     in_r, in_w = os.pipe()
     try:
@@ -165,7 +165,6 @@ class StdioServerProcess:
         tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
     ]:
         """Spawn the server (``OSError`` when it cannot run) and yield ``(read, write)``."""
-        from mcp.shared.message import SessionMessage
 
         async with AsyncExitStack() as stack:
             # Unwound in reverse: stop the process (the readers keep draining its pipes
@@ -225,8 +224,6 @@ class StdioServerProcess:
     async def _read_stdout(
         self, stdout: ByteReceiveStream, send: MemoryObjectSendStream[SessionMessage | Exception]
     ) -> None:
-        from mcp.shared.message import SessionMessage
-        from mcp_types import jsonrpc_message_adapter
 
         lines = BufferedByteReceiveStream(stdout)
         delivering = True

@@ -8,7 +8,9 @@ import itertools
 import json
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import mcp_types
 
 from dsh_tools import (
     Annotations,
@@ -21,9 +23,6 @@ from dsh_tools import (
     TextBlock,
     TextResource,
 )
-
-if TYPE_CHECKING:
-    import mcp_types
 
 __all__ = ["mcp_blocks", "mcp_tool_name", "object_schema"]
 
@@ -77,35 +76,34 @@ def _annotations(value: mcp_types.Annotations | None) -> Annotations | None:
 
 def mcp_blocks(result: mcp_types.CallToolResult) -> list[ContentBlock]:
     """MCP content as our content blocks (the two vocabularies are ACP's and MCP's: the same)."""
-    import mcp_types as types
 
     blocks: list[ContentBlock] = []
     for item in result.content:
-        if isinstance(item, types.TextContent):
+        if isinstance(item, mcp_types.TextContent):
             blocks.append(TextBlock(text=item.text, annotations=_annotations(item.annotations)))
-        elif isinstance(item, types.ImageContent):
+        elif isinstance(item, mcp_types.ImageContent):
             blocks.append(
                 ImageBlock(
                     data=item.data, mime_type=item.mime_type, annotations=_annotations(item.annotations)
                 )
             )
-        elif isinstance(item, types.AudioContent):
+        elif isinstance(item, mcp_types.AudioContent):
             blocks.append(
                 AudioBlock(
                     data=item.data, mime_type=item.mime_type, annotations=_annotations(item.annotations)
                 )
             )
-        elif isinstance(item, types.EmbeddedResource):
+        elif isinstance(item, mcp_types.EmbeddedResource):
             contents = item.resource
             resource: TextResource | BlobResource
-            if isinstance(contents, types.TextResourceContents):
+            if isinstance(contents, mcp_types.TextResourceContents):
                 resource = TextResource(uri=contents.uri, text=contents.text, mime_type=contents.mime_type)
             else:
                 resource = BlobResource(uri=contents.uri, blob=contents.blob, mime_type=contents.mime_type)
             blocks.append(
                 EmbeddedResourceBlock(resource=resource, annotations=_annotations(item.annotations))
             )
-        elif isinstance(item, types.ResourceLink):
+        elif isinstance(item, mcp_types.ResourceLink):
             blocks.append(
                 ResourceLinkBlock(
                     uri=item.uri,
