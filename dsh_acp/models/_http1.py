@@ -13,13 +13,11 @@ the end (``release``); anything else closes it.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import httptools
-
-if TYPE_CHECKING:
-    import zlib
 
 __all__ = ["Connection", "ConnectionLost", "HttpError", "MalformedResponse", "Response", "os_reason"]
 
@@ -95,8 +93,6 @@ class Response:
         self._inflate: zlib._Decompress | None = None
         encoding = headers.get("content-encoding", "identity").lower()
         if encoding in ("gzip", "x-gzip", "deflate"):
-            import zlib
-
             self._inflate = zlib.decompressobj(47)  # 47: gzip or zlib, by its header
 
     async def read_chunk(self) -> bytes:

@@ -4,10 +4,14 @@ and the prompt's size, and the wait a server asks for before a retry."""
 
 from __future__ import annotations
 
+import email.utils
 import os
+import re
 import socket
+import time
 from collections.abc import Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from dsh_acp._safe_text import brief, one_line
 
@@ -78,8 +82,6 @@ def overflow(status: int, detail: str, document: Any) -> tuple[int | None, int |
             return window, tokens
     if status != 400 and not error:
         return None
-    import re
-
     llama = re.search(_WINDOW_PATTERNS[0], detail)
     if llama:
         return int(llama.group(2)), int(llama.group(1))
@@ -134,9 +136,6 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         return max(float(value), 0.0)
     except ValueError:
         pass
-    import email.utils
-    import time
-
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -146,8 +145,6 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 
 def display_url(url: str) -> str:
     """The URL without credentials or query: it goes into messages the editor shows."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     host = parts.hostname or ""
     if ":" in host:

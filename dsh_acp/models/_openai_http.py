@@ -3,17 +3,20 @@ trusted, and the proxy and credentials the environment gives a base URL."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import logging
+import netrc
+import os
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import unquote, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 if TYPE_CHECKING:
-    import asyncio
-    import netrc
-    import ssl
-
     from ._http1 import Response
 
 _log = logging.getLogger("dsh_acp.models._openai")
@@ -49,8 +52,6 @@ class Watchdog:
     """
 
     def __init__(self, content: Response, deadline: float, first: float, stall: float) -> None:
-        import asyncio
-
         self._loop = loop = asyncio.get_running_loop()
         # The loop's clock; asyncio's own is time.monotonic, called directly (no method frame).
         self.clock: Callable[[], float] = (
@@ -107,9 +108,6 @@ class Watchdog:
 def tls_context() -> ssl.SSLContext:
     """The certificates httpx and requests trust: ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` when set,
     else the certifi bundle (the same on every platform, whatever the system store holds)."""
-    import os
-    import ssl
-
     if os.environ.get("SSL_CERT_FILE"):
         return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
     if os.environ.get("SSL_CERT_DIR"):
@@ -140,25 +138,20 @@ def route_from_env(base_url: str, headers: dict[str, str]) -> Route:
     The proxy's credentials go to the proxy alone: on the request itself when it is forwarded,
     on the CONNECT when it is tunnelled (which carries nothing of the request's headers, so the
     API key never reaches the proxy)."""
-    from urllib.parse import urlsplit
-    from urllib.request import getproxies, proxy_bypass
-
     parts = urlsplit(base_url)
-    netrc = _netrc()
+    entries = _netrc()
     found = getproxies().get(parts.scheme) if parts.hostname and not proxy_bypass(parts.hostname) else None
-    proxy, proxy_headers = _proxy(found, netrc) if found else (None, None)
-    if "Authorization" not in headers and parts.hostname and parts.username is None and netrc is not None:
-        user = _netrc_user(netrc, parts.hostname)
+    proxy, proxy_headers = _proxy(found, entries) if found else (None, None)
+    if "Authorization" not in headers and parts.hostname and parts.username is None and entries is not None:
+        user = _netrc_user(entries, parts.hostname)
         if user is not None:
             headers = {**headers, "Authorization": _basic(*user)}
     return Route(proxy, proxy_headers, headers)
 
 
-def _proxy(found: str, netrc: netrc.netrc | None) -> tuple[str | None, dict[str, str] | None]:
+def _proxy(found: str, entries: netrc.netrc | None) -> tuple[str | None, dict[str, str] | None]:
     """The proxy an environment variable names, as ``http://host:port``, and the header that
     carries its credentials (from its URL, else from ``.netrc``)."""
-    from urllib.parse import unquote, urlsplit
-
     via = urlsplit(found if "://" in found else f"http://{found}")
     if via.scheme != "http" or not via.hostname:
         # A TLS connection to the proxy itself is not spoken here.
@@ -167,17 +160,14 @@ def _proxy(found: str, netrc: netrc.netrc | None) -> tuple[str | None, dict[str,
     port = f":{via.port}" if via.port else ""
     host = f"[{via.hostname}]" if ":" in via.hostname else via.hostname
     user = (unquote(via.username or ""), unquote(via.password or "")) if via.username else None
-    if user is None and netrc is not None:
-        user = _netrc_user(netrc, via.hostname)
+    if user is None and entries is not None:
+        user = _netrc_user(entries, via.hostname)
     return f"http://{host}{port}", None if user is None else {"Proxy-Authorization": _basic(*user)}
 
 
 def _netrc() -> netrc.netrc | None:
     """The ``.netrc`` curl reads: ``NETRC``'s file, else the home directory's (None where there is
     none, or it does not parse)."""
-    import netrc
-    import os
-
     path = os.environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
     try:
         return netrc.netrc(path)
@@ -191,6 +181,4 @@ def _netrc_user(entries: netrc.netrc, host: str) -> tuple[str, str] | None:
 
 
 def _basic(login: str, password: str) -> str:
-    import base64
-
     return "Basic " + base64.b64encode(f"{login}:{password}".encode()).decode("ascii")

@@ -3,8 +3,10 @@ the encoder that builds each body in time linear in what changed since the last 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import orjson
 
@@ -68,8 +70,6 @@ class RequestEncoder:
 
     def encode(self, request: ModelRequest, *, progress: bool = False) -> bytes:
         """The JSON body of ``chat_request`` for ``request``, as bytes."""
-        import operator
-
         settings = self.settings
         messages = request.messages
         point = len(self._inputs)
@@ -211,8 +211,6 @@ def _part(block: ContentBlock, accepts_images: bool) -> dict[str, Any]:
 
 def _mention(uri: str, name: str) -> str:
     if uri.startswith("file://"):
-        from urllib.parse import unquote, urlsplit
-
         return f"[@{name}]({uri}) (file: {unquote(urlsplit(uri).path)})"
     return f"[@{name}]({uri})"
 

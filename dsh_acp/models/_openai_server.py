@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -112,8 +113,6 @@ def _entry(document: Any, model: str) -> dict[str, Any] | None:
 
 
 def _looks_like_ollama(base_url: str, document: Any) -> bool:
-    from urllib.parse import urlsplit
-
     try:
         port = urlsplit(base_url).port
     except ValueError:
