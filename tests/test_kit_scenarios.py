@@ -158,3 +158,9 @@ def test_in_an_authors_run_failures_are_tests_that_say_what_is_wrong(tmp_path: P
     assert "_scenario.py" not in out, out
     failure = out.split("_ test_wire[changed] _", 1)[1].split("\n_", 1)[0]
     assert len(failure.splitlines()) < 40, failure
+    # --update-golden writes the missing golden and says so, from pytest-xdist's workers too.
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--update-golden"]
+    updated = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=300, check=False)
+    assert "golden wire transcripts rewritten: read the diff before committing" in updated.stdout
+    assert "scenario no_golden: 8 messages added" in updated.stdout, updated.stdout
+    assert (wire / "no_golden" / "expected.jsonl").read_text() == golden

@@ -44,7 +44,7 @@ class GoldenCheck:
         if failure is not None:  # outside the handler: the report is the message, not a chain
             pytest.fail(failure, pytrace=False)
         if diff:
-            self.rewritten.append(diff)
+            self.rewritten.append(f"scenario {scenario.name}: {diff}")
 
 
 def golden_tests(

@@ -13,6 +13,8 @@ Installed as a pytest plugin with dsh-acp (entry point ``dsh_acp``). A whole gol
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from ._golden_check import GoldenCheck
@@ -20,7 +22,9 @@ from ._schema import AcpSchema, locate_schema
 
 __all__ = ["GoldenCheck", "acp_schema", "golden", "pytest_addoption", "pytest_terminal_summary"]
 
-_REWRITTEN: list[str] = []
+_DIFF = "dsh-acp golden diff"
+"""The key a rewritten golden's diff is kept under in its test's report (``user_properties``):
+reports reach the main process from pytest-xdist's workers, where module state would not."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,15 +45,22 @@ def acp_schema() -> AcpSchema:
 
 
 @pytest.fixture
-def golden(request: pytest.FixtureRequest, acp_schema: AcpSchema) -> GoldenCheck:
+def golden(request: pytest.FixtureRequest, acp_schema: AcpSchema) -> Iterator[GoldenCheck]:
     """Check a scenario against its golden: ``golden(scenario)``."""
-    return GoldenCheck(
-        update=bool(request.config.getoption("--update-golden")), schema=acp_schema, rewritten=_REWRITTEN
-    )
+    check = GoldenCheck(update=bool(request.config.getoption("--update-golden")), schema=acp_schema)
+    yield check
+    request.node.user_properties.extend((_DIFF, diff) for diff in check.rewritten)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _REWRITTEN:
+    diffs = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        for key, value in getattr(report, "user_properties", ())
+        if key == _DIFF and getattr(report, "when", "call") == "teardown"
+    ]
+    if diffs:
         terminalreporter.section("golden wire transcripts rewritten: read the diff before committing")
-        for diff in _REWRITTEN:
+        for diff in diffs:
             terminalreporter.write(diff)
