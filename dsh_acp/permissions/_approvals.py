@@ -104,60 +104,84 @@ class ProjectRules:
         return True
 
 
+_Entry = tuple[Literal["allow", "reject"], Literal["session", "project"], Rule]
+_Record = Callable[[Literal["allow", "reject"], dict[str, Any]], object]
+"""One remembered answer as ``/permissions`` numbers it: allow or reject, where it is kept, the rule."""
+
+
 def permissions_command(
     allow: set[Rule],
     reject: set[Rule],
     project: ProjectRules | None,
     argument: str,
-    record: Callable[[Literal["allow", "reject"], dict[str, Any]], object],
+    record: _Record,
 ) -> str:
     """What ``/permissions`` answers: the remembered approvals, numbered (``/permissions`` or
     ``/permissions list``), one of them removed (``/permissions remove N``), or a session's
     answer kept for every session of the project (``/permissions project N``: the one step that
     widens an answer to the project on a client that shows no option names)."""
     project_allow, project_reject = project.load() if project is not None else ([], [])
-    entries: list[tuple[str, str, Rule]] = [
+    entries: list[_Entry] = [
         *(("allow", "session", r) for r in sorted(allow, key=Rule.phrase)),
         *(("reject", "session", r) for r in sorted(reject, key=Rule.phrase)),
         *(("allow", "project", r) for r in project_allow),
         *(("reject", "project", r) for r in project_reject),
     ]
-
-    def line(entry: tuple[str, str, Rule]) -> str:
-        rule_kind, scope, rule = entry
-        where = "this session" if scope == "session" else "this project"
-        said = f"{'Allow' if rule_kind == 'allow' else 'Reject'} {rule.phrase()} ({where}, `{rule.tool}`)"
-        return visible(said)
-
     words = argument.split()
     if not words or words == ["list"]:
-        if not entries:
-            return "No approvals are remembered for this session or this project."
-        listed = "\n".join(f"{n}. {line(entry)}" for n, entry in enumerate(entries, 1))
-        more = "Remove one with `/permissions remove N`"
-        if project is not None and any(scope == "session" for _, scope, _ in entries):
-            more += "; keep one of this session's for the whole project with `/permissions project N`"
-        return f"Remembered approvals:\n{listed}\n\n{more}."
+        return _listed(entries, project)
     if len(words) == 2 and words[0] in ("remove", "project") and words[1].isdigit():
         number = int(words[1])
         if not 1 <= number <= len(entries):
             return f"There is no approval number {number}; `/permissions` lists them."
-        rule_kind, scope, rule = entries[number - 1]
-        verb: Literal["allow", "reject"] = "allow" if rule_kind == "allow" else "reject"
         if words[0] == "project":
-            if project is None:
-                return "Answers cannot be kept for this project: the agent has no state folder."
-            if scope == "project":
-                return f"Already kept for this project: {line(entries[number - 1])}."
-            project.add(verb, [rule])
-            record(verb, rule.to_json())  # the project's copy now decides; the session's goes
-            return f"Kept for every session in this project: {line((rule_kind, 'project', rule))}."
-        if scope == "session":
-            record(verb, rule.to_json())
-        elif project is not None:
-            project.remove(rule_kind, rule)
-        return f"Removed: {line(entries[number - 1])}. It asks again from now on."
+            return _kept_for_project(entries[number - 1], project, record)
+        return _removed(entries[number - 1], project, record)
     return (
         "Use `/permissions` to list the remembered approvals, `/permissions remove N` to remove one "
         "and `/permissions project N` to keep one for every session in this project."
     )
+
+
+def _line(entry: _Entry) -> str:
+    verb, scope, rule = entry
+    where = "this session" if scope == "session" else "this project"
+    return visible(f"{'Allow' if verb == 'allow' else 'Reject'} {rule.phrase()} ({where}, `{rule.tool}`)")
+
+
+def _listed(entries: list[_Entry], project: ProjectRules | None) -> str:
+    if not entries:
+        return "No approvals are remembered for this session or this project."
+    listed = "\n".join(f"{n}. {_line(entry)}" for n, entry in enumerate(entries, 1))
+    more = "Remove one with `/permissions remove N`"
+    if project is not None and any(scope == "session" for _, scope, _ in entries):
+        more += "; keep one of this session's for the whole project with `/permissions project N`"
+    return f"Remembered approvals:\n{listed}\n\n{more}."
+
+
+def _kept_for_project(
+    entry: _Entry,
+    project: ProjectRules | None,
+    record: Callable[[Literal["allow", "reject"], dict[str, Any]], object],
+) -> str:
+    verb, scope, rule = entry
+    if project is None:
+        return "Answers cannot be kept for this project: the agent has no state folder."
+    if scope == "project":
+        return f"Already kept for this project: {_line(entry)}."
+    project.add(verb, [rule])
+    record(verb, rule.to_json())  # the project's copy now decides; the session's goes
+    return f"Kept for every session in this project: {_line((verb, 'project', rule))}."
+
+
+def _removed(
+    entry: _Entry,
+    project: ProjectRules | None,
+    record: Callable[[Literal["allow", "reject"], dict[str, Any]], object],
+) -> str:
+    verb, scope, rule = entry
+    if scope == "session":
+        record(verb, rule.to_json())
+    elif project is not None:
+        project.remove(verb, rule)
+    return f"Removed: {_line(entry)}. It asks again from now on."

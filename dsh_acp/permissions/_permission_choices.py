@@ -107,21 +107,24 @@ class Question:
         """The rule that decides, if one does (for an allow every part must be covered)."""
         subject, mine = self.subject, [rule for rule in rules if rule.tool == self.tool]
         if isinstance(subject, CommandSubject):
-            if self.parts is None:
-                return next((r for r in mine if r.kind == "line" and r.text == subject.command), None)
-            if not any_part and len(self.parts) > 1 and any(p[0] in STATEFUL for p in self.parts):
-                return None  # `cd elsewhere && allowed`: the next part no longer means what it says
-            place, allowing = self.place, not any_part
-            found = [
-                next((r for r in mine if r.covers_words(words, place, allowing=allowing)), None)
-                for words in self.parts
-            ]
-            if any_part:
-                return next((r for r in found if r is not None), None)
-            return found[0] if found and all(found) else None
+            return self._command_covered(subject, mine, any_part=any_part)
         if isinstance(subject, PathSubject):
             return next((r for r in mine if r.covers_path(subject)), None)
         return next((r for r in mine if r.kind == "tool"), None)
+
+    def _command_covered(self, subject: CommandSubject, mine: list[Rule], *, any_part: bool) -> Rule | None:
+        if self.parts is None:
+            return next((r for r in mine if r.kind == "line" and r.text == subject.command), None)
+        if not any_part and len(self.parts) > 1 and any(p[0] in STATEFUL for p in self.parts):
+            return None  # `cd elsewhere && allowed`: the next part no longer means what it says
+        place, allowing = self.place, not any_part
+        found = [
+            next((r for r in mine if r.covers_words(words, place, allowing=allowing)), None)
+            for words in self.parts
+        ]
+        if any_part:
+            return next((r for r in found if r is not None), None)
+        return found[0] if found and all(found) else None
 
     def allowed_by(self, rules: Iterable[Rule]) -> Rule | None:
         if isinstance(self.subject, CommandSubject) and not self.cwd_inside:
