@@ -21,7 +21,7 @@ The client hashes the decoded ``data`` of every update (nothing is stored) and c
 SHA-256 against the command's own output: every byte exactly once. Figures, medians over
 ``--runs`` fresh processes each, interleaved, each running the command twice (two prompts) and
 measured on the second: the first prompt of a fresh agent also loads the agent loop, the tools
-and pydantic, a cost of its own (the README's performance section). MB/s from sending that
+and pydantic, a cost of its own (bench/README.md, the figures the README shows). MB/s from sending that
 ``session/prompt`` to the ``terminal_exit`` update (1 MB = 10⁶ B); the agent's process CPU (its
 threads only) over the same span per MB; the agent's peak RSS growth (``VmHWM`` reset before
 that prompt; target ≤ 32 MB). Exits non-zero when a target is missed. The CPU figure is

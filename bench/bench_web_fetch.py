@@ -10,7 +10,7 @@ tests, ``fixtures/wire/web_fetch_card/site/docs/connection-pools.html``) and a p
   call, which imports the HTTP client and the converter, is reported apart);
 - the conversion alone (html-to-markdown, in this process).
 
-No target: these are the costs the README states. Run: python bench/bench_web_fetch.py [--big]
+No target: these are the costs docs/clients.md states. Run: python bench/bench_web_fetch.py [--big]
 """
 
 from __future__ import annotations

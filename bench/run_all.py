@@ -1,4 +1,4 @@
-"""The README's performance table, from one run: dsh-acp beside the official SDKs and the floor.
+"""bench/README.md's performance table, from one run: dsh-acp beside the official SDKs and the floor.
 
     .venv/bin/python bench/run_all.py [--runs 15] [--turns 5] [--chunks 20000] [--sessions 10000]
 
@@ -6,9 +6,10 @@ Runs, in this one process tree and one sitting, ``bench_agent.py`` (cold start, 
 agent CPU per streamed chunk for dsh-acp, the official Python SDK agent ``sdk_agent.py``, the
 official TypeScript SDK agent ``ts_sdk_agent.mjs`` and the bare asyncio + orjson floor
 ``bare_agent.py``, interleaved) and ``bench_sessions.py`` (memory and descriptors per idle
-session), then prints the table as Markdown, ready to paste into the README. Each figure's target
-is in the table; the script exits 1 when any is missed (and prints which). Needs the ``bench``
-extra (``agent-client-protocol``) and node with ``npm ci`` done in tests/client.
+session), then prints the table as Markdown, ready to paste into bench/README.md (the README
+shows its headline figures). Each figure's target is in the table; the script exits 1 when any is
+missed (and prints which). Needs the ``bench`` extra (``agent-client-protocol``) and node with
+``npm ci`` done in tests/client.
 """
 
 from __future__ import annotations

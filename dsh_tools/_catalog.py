@@ -55,11 +55,17 @@ def _rows(schema: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
             yield from _rows(prop, f"{prefix}{name}.")
 
 
+_INTRO = (
+    "The tools the model is offered, as it sees them: each one's description, its parameters and "
+    "its exact JSON Schema (`dsh-acp tools --markdown` writes this page)."
+)
+
+
 def tools_markdown(schemas: Sequence[ToolSchema]) -> str:
     """A Markdown document describing ``schemas`` in the given order: for each tool its
     description, a table of its parameters and its exact JSON Schema. Pure and deterministic, so
     a test can keep a committed copy equal to it."""
-    out = ["# Tools", ""]
+    out = ["# Tools", "", _INTRO, ""]
     if not schemas:
         out += ["No tools are registered.", ""]
     for schema in schemas:

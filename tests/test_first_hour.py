@@ -125,15 +125,15 @@ def test_tools_fit_the_terminal() -> None:
     assert max(len(line) for line in lines) <= 60
 
 
-def test_the_readme_command_line_section_names_every_flag_and_command_the_help_lists() -> None:
-    """The README says ``--help`` lists every flag and then names them: a flag or a command the
-    real ``--help`` shows that the section leaves out is one a reader never hears of."""
+def test_the_command_line_section_names_every_flag_and_command_the_help_lists() -> None:
+    """docs/running.md says ``--help`` lists every flag and then names them: a flag or a command
+    the real ``--help`` shows that the section leaves out is one a reader never hears of."""
     shown = subprocess.run([*DSH, "--help"], capture_output=True, text=True, timeout=60, check=True).stdout
     flags = set(re.findall(r"^\s+(--[a-z][a-z-]+)", shown, re.M)) - {"--help"}
     commands = set(re.findall(r"`dsh-acp ([a-z]+)", shown))
     assert "--model" in flags  # the help reads as this test expects
     assert "schema" in commands
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Command line", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).parent.parent / "docs" / "running.md").read_text(encoding="utf-8")
+    section = page.split("\n## Command line\n", 1)[1].split("\n## ", 1)[0]
     assert sorted(f for f in flags if f"`{f}" not in section) == []
     assert sorted(c for c in commands if f"`dsh-acp {c}" not in section) == []

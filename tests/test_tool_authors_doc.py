@@ -40,6 +40,14 @@ def test_the_example_is_shown_whole_and_fits_in_40_lines() -> None:
     assert sum(len(path.read_text().splitlines()) for path in files[:2]) <= 40
 
 
+def test_the_readme_shows_the_same_example_whole() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Writing and testing a tool\n", 1)[1].split("\n## ", 1)[0]
+    for path in [EXAMPLE / "rename.py", EXAMPLE / "test_rename.py"]:
+        assert f"```python\n{path.read_text(encoding='utf-8')}```" in section, f"the README's {path.name} differs"
+    assert "](docs/tool-authors.md)" in section
+
+
 def test_every_step_and_field_of_the_scenario_format_is_described() -> None:
     for field in _FIELDS:
         assert f"`{field}`" in DOC, field

@@ -7,12 +7,17 @@ import json
 from dsh_tools import ToolSchema, tools_markdown
 from reference_tools.fs import fs_tools
 
+HEAD = (
+    "# Tools\n\nThe tools the model is offered, as it sees them: each one's description, its "
+    "parameters and its exact JSON Schema (`dsh-acp tools --markdown` writes this page).\n\n"
+)
+
 
 def test_catalog_of_the_fs_tools() -> None:
     schemas = [tool.schema for tool in fs_tools()]
     markdown = tools_markdown(schemas)
     assert markdown == tools_markdown(schemas)  # deterministic
-    assert markdown.startswith("# Tools\n\n## `read`\n")
+    assert markdown.startswith(HEAD + "## `read`\n")
     headings = [line for line in markdown.splitlines() if line.startswith("## ")]
     assert headings == [f"## `{schema.name}`" for schema in schemas]
     assert "| `file_path` | string | yes |" in markdown
@@ -49,6 +54,6 @@ def test_catalog_renders_nested_enum_default_and_odd_schemas() -> None:
 
 
 def test_catalog_without_tools_or_parameters() -> None:
-    assert tools_markdown([]) == "# Tools\n\nNo tools are registered.\n"
+    assert tools_markdown([]) == HEAD + "No tools are registered.\n"
     markdown = tools_markdown([ToolSchema(name="ping", description="Ping.", parameters={"type": "object"})])
     assert "No parameters." in markdown

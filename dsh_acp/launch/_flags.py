@@ -313,7 +313,7 @@ def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> A
 
 def _model_config(spec: str | None, base_url: str | None, parser: argparse.ArgumentParser) -> AgentConfig:
     """The models: a scripted one (``script:PATH``) or an OpenAI-compatible one resolved from
-    flags, environment and the user's config file (see the README's settings table)."""
+    flags, environment and the user's config file (docs/models.md has the settings table)."""
     config = AgentConfig()
     if spec is not None and spec.startswith("script:"):
         # The flag wins over every other source: no settings to read (and none of their imports

@@ -4,7 +4,7 @@ socket gives it, with one parser call and one wake-up per read.
 
 A model's every token is a read. aiohttp's stream reader, the layer this replaces, cost about as
 many instructions per read as the whole of a bare relay's margin allows; this path costs what
-asyncio's own stream reader does (see the README's dependencies note).
+asyncio's own stream reader does (bench/README.md, "Our own HTTP client").
 
 The connection is kept for the next request when the response says so and its body was read to
 the end (``release``); anything else closes it.

@@ -1,6 +1,6 @@
 """What the client can show, read once from ``initialize``: one frozen value per connection.
 
-How a command's output reaches the user (the README has this table):
+How a command's output reaches the user (docs/clients.md has this table):
 
 | the client advertises (``initialize``)                | ``bash`` runs | live output                       |
 |-------------------------------------------------------|---------------|-----------------------------------|
