@@ -44,7 +44,8 @@ def test_the_readme_shows_the_same_example_whole() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("\n## Writing and testing a tool\n", 1)[1].split("\n## ", 1)[0]
     for path in [EXAMPLE / "rename.py", EXAMPLE / "test_rename.py"]:
-        assert f"```python\n{path.read_text(encoding='utf-8')}```" in section, f"the README's {path.name} differs"
+        shown = f"```python\n{path.read_text(encoding='utf-8')}```"
+        assert shown in section, f"the README's {path.name} differs"
     assert "](docs/tool-authors.md)" in section
 
 
