@@ -332,48 +332,60 @@ class AcpClient:
             if answer is not None:
                 return await answer
         if method == "session/request_permission":
-            if not self.permission_answers:
-                raise RpcError(INVALID_PARAMS, "the test client has no permission answer left")
-            choice = self.permission_answers.popleft()
-            if choice == "error":
-                raise RpcError(-32603, "permission prompt failed")
-            if choice == "cancelled":
-                return {"outcome": {"outcome": "cancelled"}}
-            if choice.startswith("kind:"):
-                kind = choice.removeprefix("kind:")
-                of_kind = [o["optionId"] for o in params.get("options", ()) if o.get("kind") == kind]
-                if not of_kind:
-                    raise RpcError(INVALID_PARAMS, f"the test client was offered no {kind} option")
-                choice = of_kind[-1]
-            return {"outcome": {"outcome": "selected", "optionId": choice}}
+            return self._permission_answer(params)
         if method == "elicitation/create":
             if not self.elicitation_answers:
                 raise RpcError(INVALID_PARAMS, "the test client has no elicitation answer left")
             return self.elicitation_answers.popleft()
         if method == "fs/read_text_file":
-            path = params["path"]
-            if path in self.files:
-                text = self.files[path]
-            else:  # like an editor with no unsaved buffer for the file: what is on disk
-                try:
-                    text = await anyio.Path(path).read_text(encoding="utf-8")
-                except FileNotFoundError:
-                    raise RpcError(-32002, f"Resource not found: {path}") from None
-            line, limit = params.get("line"), params.get("limit")
-            if line or limit:
-                rows = text.splitlines(keepends=True)
-                start = (line or 1) - 1
-                text = "".join(rows[start : start + limit if limit else None])
-            return {"content": text}
+            return {"content": await self._read_text(params)}
         if method == "fs/write_text_file":
-            path = params["path"]
-            if path in self.files:
-                self.files[path] = params["content"]
-            else:  # the editor saves it
-                target = anyio.Path(path)
-                await target.parent.mkdir(parents=True, exist_ok=True)
-                await target.write_text(params["content"], encoding="utf-8")
+            await self._write_text(params["path"], params["content"])
             return {}
         if method.startswith("terminal/") and self._group is not None:
             return await self.terminals.answer(method, params, self._group)
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _permission_answer(self, params: Any) -> dict[str, Any]:
+        """The next of ``permission_answers``: an option id, ``kind:KIND`` (the last option of
+        that kind, as a client that lists options by kind picks), ``cancelled`` or ``error``."""
+        if not self.permission_answers:
+            raise RpcError(INVALID_PARAMS, "the test client has no permission answer left")
+        choice = self.permission_answers.popleft()
+        if choice == "error":
+            raise RpcError(-32603, "permission prompt failed")
+        if choice == "cancelled":
+            return {"outcome": {"outcome": "cancelled"}}
+        if choice.startswith("kind:"):
+            kind = choice.removeprefix("kind:")
+            of_kind = [o["optionId"] for o in params.get("options", ()) if o.get("kind") == kind]
+            if not of_kind:
+                raise RpcError(INVALID_PARAMS, f"the test client was offered no {kind} option")
+            choice = of_kind[-1]
+        return {"outcome": {"outcome": "selected", "optionId": choice}}
+
+    async def _read_text(self, params: Any) -> str:
+        """``fs/read_text_file`` as an editor answers it: its buffer, else what is on disk."""
+        path = params["path"]
+        if path in self.files:
+            text = self.files[path]
+        else:
+            try:
+                text = await anyio.Path(path).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise RpcError(-32002, f"Resource not found: {path}") from None
+        line, limit = params.get("line"), params.get("limit")
+        if line or limit:
+            rows = text.splitlines(keepends=True)
+            start = (line or 1) - 1
+            text = "".join(rows[start : start + limit if limit else None])
+        return text
+
+    async def _write_text(self, path: str, content: str) -> None:
+        """``fs/write_text_file``: into the buffer if the editor has one, else the editor saves it."""
+        if path in self.files:
+            self.files[path] = content
+            return
+        target = anyio.Path(path)
+        await target.parent.mkdir(parents=True, exist_ok=True)
+        await target.write_text(content, encoding="utf-8")
