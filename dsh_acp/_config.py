@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FIXED_TIME",
     "MAX_MODEL_REQUESTS",
+    "MAX_TASK_REQUESTS",
     "VERSION",
     "AgentConfig",
     "ModelChoice",
@@ -36,6 +37,9 @@ __all__ = [
 
 MAX_MODEL_REQUESTS = 50
 """How many model requests one prompt turn may make before it stops (``max_turn_requests``)."""
+MAX_TASK_REQUESTS = 25
+"""How many model requests a subagent (one ``task`` call) may make before it stops without an
+answer; they count apart from its turn's."""
 _COALESCE = CoalescePolicy()
 """The default coalescing of a running tool's output (its owner's defaults)."""
 
@@ -117,6 +121,7 @@ class AgentConfig:
     session_ids: Callable[[], str] = field(default_factory=random_ids)
     message_ids: Callable[[], str] = field(default_factory=random_ids)
     max_model_requests: int = MAX_MODEL_REQUESTS
+    max_task_requests: int = MAX_TASK_REQUESTS
     coalesce_bytes: int = _COALESCE.max_bytes
     coalesce_delay: float | None = _COALESCE.max_delay
     force_local_fs: bool = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -71,12 +71,24 @@ class Services:
     type and fall back to a default when absent.
     """
 
-    __slots__ = ("_items",)
+    __slots__ = ("_hidden", "_items", "_parent")
 
     def __init__(self, *items: object) -> None:
         self._items: dict[type[Any], object] = {}
+        self._parent: Services | None = None
+        self._hidden: tuple[type[Any], ...] = ()
         for item in items:
             self.add(item)
+
+    def layer(self, without: Iterable[type[Any]] = ()) -> Services:
+        """These services as a subagent's tools see them: without the types in ``without`` (its
+        commands must not run in the client's terminals, where a client shows them as the
+        session's own). What the layer adds is its own; what a tool keeps with ``setdefault``
+        (files read, background tasks) is still these services'."""
+        view = Services()
+        view._parent = self
+        view._hidden = tuple(without)
+        return view
 
     def add(self, item: object, *, as_type: type[Any] | None = None) -> None:
         """Register ``item`` under its own type (or ``as_type``), replacing an earlier one."""
@@ -89,7 +101,10 @@ class Services:
             for registered in self._items.values():
                 if isinstance(registered, type_):
                     return registered
-            return None
+            if self._parent is None:
+                return None
+            found = self._parent.get(type_)
+            return None if found is None or isinstance(found, self._hidden) else found
         assert isinstance(item, type_)
         return item
 
@@ -99,6 +114,8 @@ class Services:
         This is how a tool keeps per-session state (files read, background tasks) without the
         host knowing about it: the host owns one ``Services`` per session and closes it.
         """
+        if self._parent is not None and not issubclass(type_, self._hidden):
+            return self._parent.setdefault(type_, factory)
         item = self.get(type_)
         if item is None:
             item = factory()
@@ -106,10 +123,14 @@ class Services:
         return item
 
     def __iter__(self) -> Iterator[object]:
-        return iter(self._items.values())
+        """The services this one holds (a layer's own, then those it shows of the one below)."""
+        yield from self._items.values()
+        if self._parent is not None:
+            yield from (item for item in self._parent if not isinstance(item, self._hidden))
 
     async def aclose(self) -> None:
-        """Close every service that has ``aclose()`` or ``close()`` (last added, first closed).
+        """Close every service that has ``aclose()`` or ``close()`` (last added, first closed);
+        a layer closes only its own.
 
         A failing close is logged and does not stop the others.
         """

@@ -171,11 +171,13 @@ class ToolRegistry:
 
     A registry can be a layer over a parent (a session's tools over the process-wide ones):
     lookups and ``schemas()`` see the whole stack, names are unique across it, and the parent's
-    listeners run before the layer's own. ``close()`` removes only the layer's tools.
+    listeners run before the layer's own. ``close()`` removes only the layer's tools. A layer may
+    hide tools of the stack below it (``layer(without=...)``): it neither shows nor runs them.
     """
 
-    def __init__(self, parent: ToolRegistry | None = None) -> None:
+    def __init__(self, parent: ToolRegistry | None = None, without: Iterable[str] = ()) -> None:
         self._parent = parent
+        self._hidden = frozenset(without)
         self._tools: dict[str, ToolDefinition] = {}
         self._pre: list[PreExecuteListener] = []
         self._post: list[PostExecuteListener] = []
@@ -190,9 +192,10 @@ class ToolRegistry:
 
     # -- layers ---------------------------------------------------------------------------
 
-    def layer(self) -> ToolRegistry:
-        """A new registry stacked on this one."""
-        return ToolRegistry(self)
+    def layer(self, without: Iterable[str] = ()) -> ToolRegistry:
+        """A new registry stacked on this one, hiding the tools named in ``without`` (a
+        subagent's tools are its session's but the one that starts subagents)."""
+        return ToolRegistry(self, without)
 
     def close(self) -> None:
         """Unregister this layer's tools and listeners and detach it from its parent."""
@@ -239,9 +242,12 @@ class ToolRegistry:
         self._emit(ToolChange("unregistered", name))
 
     def get(self, name: str) -> ToolDefinition | None:
-        """The definition named ``name`` anywhere in the stack, else ``None``."""
+        """The definition named ``name`` anywhere in the stack, else ``None`` (also when a
+        layer on the way hides it)."""
         registry: ToolRegistry | None = self
         while registry is not None:
+            if name in registry._hidden:
+                return None
             found = registry._tools.get(name)
             if found is not None:
                 return found
@@ -250,7 +256,7 @@ class ToolRegistry:
 
     def definitions(self) -> list[ToolDefinition]:
         """Every visible definition: the parent's first, each layer in registration order."""
-        return [d for registry in self._chain() for d in registry._tools.values()]
+        return [d for registry in self._chain() for d in registry._tools.values() if self.get(d.name) is d]
 
     def schemas(self) -> list[ToolSchema]:
         """The model-facing schemas (deep copies; never ``execute`` nor the presenters)."""
@@ -260,7 +266,7 @@ class ToolRegistry:
         return isinstance(name, str) and self.get(name) is not None
 
     def __len__(self) -> int:
-        return sum(len(registry._tools) for registry in self._chain())
+        return len(self.definitions())
 
     # -- listeners ------------------------------------------------------------------------
 

@@ -12,13 +12,18 @@ from dsh_acp.wire._bridge import (
     announce_call,
     attach_terminal,
     cancelled_call,
+    child_question,
     finish_call,
     output_chunk,
     permission_tool_call,
     raw_input,
     relativize_title,
+    steps_card,
+    steps_update,
 )
 from dsh_acp.wire._client_profile import ClientProfile, client_profile
+from dsh_acp.wire._steps import StepList
+from dsh_acp.wire._updates import tool_call_update
 from dsh_tools import (
     DiffCallView,
     DiffResultView,
@@ -432,3 +437,80 @@ def test_a_cancelled_command_shows_a_plain_client_what_it_printed() -> None:
     assert cancelled_call(info, PLAIN) == [
         {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "failed"}
     ]
+
+
+# -- a call's own calls (a subagent's) -------------------------------------------------------
+
+NESTING = RenderContext(CWD, "terminal_output", nested_calls=True)
+TASK = CallInfo(
+    "t1", "task", {"description": "Look", "prompt": "..."}, GenericCallView(title="Look", kind="think")
+)
+
+
+def test_only_a_client_that_says_it_nests_gets_child_cards() -> None:
+    assert client_profile({"_meta": {"parentToolCallId": True}}).nested_calls
+    assert not client_profile({"_meta": {"parentToolCallId": "yes"}}).nested_calls
+    assert not client_profile({"subagents": {}}).nested_calls  # the draft RFD's child sessions: not sent
+    assert RenderContext.for_profile(CWD, ClientProfile(nested_calls=True)).nested_calls
+    # A subagent's commands are terminals only where they are cards of their own.
+    assert TERMINAL.for_children().terminal_key is None
+    assert NESTING.for_children().terminal_key == "terminal_output"
+    assert not RenderContext(CWD, None, notices=True, compaction=True).for_children().notices
+
+
+def test_a_subagents_calls_are_lines_of_its_task_card_for_a_client_that_does_not_nest() -> None:
+    steps = StepList()
+    child = CallInfo("c1", "bash", {"command": "ls *.py"}, TerminalCallView(title="ls *.py"))
+    assert steps.feed(announce_call(child, "pending", PLAIN))
+    assert not steps.feed(tool_call_update("c1", meta={"terminal_output": {"data": "x"}}))  # output: no line
+    assert not steps.feed(tool_call_update("c9", "completed"))  # never announced: not a step
+    assert steps.feed(tool_call_update("c1", "in_progress", title="ls *.py (in src)"))
+    assert steps.text() == "- … ls \\*.py (in src)"
+    assert steps_update(TASK, steps, NESTING) is None
+    update = steps_update(TASK, steps, PLAIN)
+    # The title says which call is going: a collapsed card (Toad's) shows that much.
+    going = [_text_block("- … ls \\*.py (in src)")]
+    assert update == tool_call_update("t1", title="Look · ls *.py (in src)", content=going)
+    steps.feed(tool_call_update("c1", "completed"))
+    done = finish_call(TASK, ToolResult(content=(text("Found 2."),)), None, PLAIN, steps=steps)
+    lines = [_text_block("- ✓ ls \\*.py (in src)"), _text_block("Found 2.")]
+    assert done == [tool_call_update("t1", "completed", title="Look", content=lines)]
+    nested_done = finish_call(TASK, ToolResult(content=(text("Found 2."),)), None, NESTING, steps=steps)
+    assert nested_done == [tool_call_update("t1", "completed", content=[_text_block("Found 2.")])]
+    (cancelled,) = cancelled_call(TASK, PLAIN, steps=steps)
+    assert cancelled["status"] == "failed"
+    assert cancelled["title"] == "Look"  # the whole card: a question may have shown the child's
+    assert cancelled["content"] == [_text_block("- ✓ ls \\*.py (in src)")]
+
+
+def test_a_title_keeps_its_text_and_loses_only_what_markdown_would_read() -> None:
+    steps = StepList()
+    titles = ["Edit my_file.py", "wc -l < a.txt", "`rm` _all_ [x](y) <b> ~z~ a\\b", "two\n  lines", "x" * 300]
+    for n, title in enumerate(titles):
+        steps.feed({"sessionUpdate": "tool_call", "toolCallId": f"c{n}", "title": title, "status": "failed"})
+    lines = steps.text().splitlines()
+    assert lines[:4] == [
+        "- ✗ Edit my_file.py",
+        "- ✗ wc -l < a.txt",
+        "- ✗ \\`rm\\` \\_all\\_ \\[x](y) \\<b> \\~z\\~ a\\\\b",
+        "- ✗ two lines",
+    ]
+    assert lines[4] == "- ✗ " + "x" * 159 + "…"
+
+
+def test_a_childs_question_is_asked_on_its_card_or_on_its_tasks() -> None:
+    child = CallInfo("c1", "write", {}, GenericCallView(title="Write a.txt", kind="edit"))
+    card = permission_tool_call(child, PLAIN)
+    assert child_question(card, TASK, NESTING) == {**card, "_meta": {"parentToolCallId": "t1"}}
+    assert child_question(card, TASK, PLAIN) == {**card, "toolCallId": "t1", "title": "Look · Write a.txt"}
+    restored = steps_card(TASK, StepList(), PLAIN, "in_progress")
+    assert {k: restored[k] for k in ("toolCallId", "title", "kind", "status")} == {  # type: ignore[literal-required]
+        "toolCallId": "t1",
+        "title": "Look",
+        "kind": "think",
+        "status": "in_progress",
+    }
+
+
+def _text_block(value: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": value}}

@@ -33,4 +33,5 @@ def test_tools_lists_each_tool_with_its_description_wrapped() -> None:
         "ls",
         "todo_write",
         "web_fetch",
+        "task",
     ]

@@ -616,7 +616,7 @@ def test_slash_tools_lists_every_tool(editor: Run) -> None:
     lines = text.splitlines()
     assert lines[0] == "Tools:"
     listed = [line.split("`")[1] for line in lines[1:]]
-    assert listed == REFERENCE_TOOLS
+    assert listed == [*REFERENCE_TOOLS, "task"]  # and the agent's own, which starts a subagent
     assert all(line.split("`: ", 1)[1].strip() for line in lines[1:])  # each says what it does
 
 

@@ -64,3 +64,44 @@ async def test_replay_presents_again_and_falls_back_to_the_logged_view(
     assert [u.get("title") for u in registered] == ["Count a.md", "a.md: 3 words"]  # the presenters
     gone = await _cards(tmp_path / "state", str(tmp_path), [])
     assert [u.get("title") for u in gone] == ["from the log", "from the log"]  # the tool is gone
+
+
+def test_a_task_the_agent_died_in_replays_closed_with_its_subagents_calls() -> None:
+    from dsh_acp.session._events import TaskEvent, ToolCalled, ToolFinished
+    from dsh_acp.session._replay import replay_updates
+    from dsh_acp.wire._render_context import RenderContext
+    from dsh_tools import TextBlock
+
+    events = [
+        ToolCalled(
+            "t1",
+            "task",
+            {"description": "Look", "prompt": "Look"},
+            "think",
+            {"card": "generic", "title": "Look"},
+        ),
+        TaskEvent("t1", ToolCalled("c1", "ls", {}, "read", {"card": "generic", "title": "List ."})),
+        TaskEvent("t1", ToolFinished("c1", (TextBlock(text="a.txt"),))),
+        TaskEvent(
+            "t1", ToolCalled("c2", "ls", {"path": "sub"}, "read", {"card": "generic", "title": "List sub"})
+        ),
+    ]  # and the agent was killed
+    plain = list(replay_updates(events, RenderContext("/w")))
+    assert [(u["sessionUpdate"], u["toolCallId"], u.get("status")) for u in plain] == [  # type: ignore[typeddict-item]
+        ("tool_call", "t1", "in_progress"),
+        ("tool_call_update", "t1", "failed"),
+    ]
+    assert plain[-1]["content"] == [  # type: ignore[typeddict-item]
+        {"type": "content", "content": {"type": "text", "text": "- ✓ List .\n- ✗ List sub"}}
+    ]
+    nesting = list(replay_updates(events, RenderContext("/w", nested_calls=True)))
+    shown = [(u["toolCallId"], u.get("status"), u.get("_meta")) for u in nesting]  # type: ignore[typeddict-item]
+    parent = {"parentToolCallId": "t1"}
+    assert shown == [
+        ("t1", "in_progress", None),
+        ("c1", "in_progress", parent),
+        ("c1", "completed", parent),
+        ("c2", "in_progress", parent),
+        ("c2", "failed", parent),  # its calls close before it does
+        ("t1", "failed", None),
+    ]

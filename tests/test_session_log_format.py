@@ -44,6 +44,7 @@ from dsh_acp.session._events import (
     PermissionAnswered,
     PermissionRemoved,
     SessionEvent,
+    TaskEvent,
     TitleSet,
     ToolCalled,
     ToolCancelled,
@@ -378,8 +379,47 @@ def test_every_event_type_round_trips_through_its_log_line() -> None:
             {"card": "generic"},
             "Restored",
         ),
+        TaskEvent("t1", ToolCalled("c2", "ls", {}, "read", None, None, None)),
     ]
     assert {type(event) for event in examples} == set(get_args(SessionEvent))
     for event in examples:
         line = orjson.loads(orjson.dumps(event_json(event)))
         assert parse_event(line) == event, line
+
+
+def test_a_subagents_events_read_back_in_their_task_and_are_not_the_sessions(tmp_path: Path) -> None:
+    from dsh_acp.session._state import SessionState
+    from dsh_acp.session._store import SessionStore
+
+    task = ToolCallRequest("t1", "task", '{"description": "Look", "prompt": "Look"}')
+    inner = ToolCallRequest("c1", "ls", "{}")
+    events = [
+        UserPrompt((TextBlock(text="Go"),)),
+        AssistantReply(tool_calls=(task,)),
+        ToolCalled("t1", "task", {"description": "Look", "prompt": "Look"}, "think"),
+        TaskEvent("t1", UserPrompt((TextBlock(text="Look"),))),
+        TaskEvent("t1", AssistantReply(tool_calls=(inner,))),
+        TaskEvent("t1", ToolCalled("c1", "ls", {}, "read")),
+        TaskEvent("t1", ToolFinished("c1", (TextBlock(text="a.txt"),))),
+        TaskEvent("t1", AssistantReply("There is a.txt.")),
+        ToolFinished("t1", (TextBlock(text="There is a.txt."),)),
+    ]
+    store = SessionStore(tmp_path, clock=lambda: "T")
+    log = store.create("s1", "/w", [])
+    for event in events:
+        log.append(event)
+    log.close()
+    with open(log.path, "ab") as handle:  # a task inside a task, an event of a later kind inside one
+        handle.write(b'{"type": "task", "task_id": "t1", "event": {"type": "task", "task_id": "t2"}}\n')
+        handle.write(b'{"type": "task", "task_id": "t1", "event": {"type": "from_the_future"}}\n')
+    loaded = store.load("s1")
+    assert loaded.events == events
+    assert loaded.skipped == ["line 11 (not a complete event)"]
+    state = SessionState()
+    state.apply_all(loaded.events)
+    assert [type(m).__name__ for m in state.history] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResultMessage",
+    ]
+    store.close()

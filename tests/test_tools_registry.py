@@ -203,6 +203,30 @@ def test_layers_see_the_stack_and_keep_names_unique() -> None:
     assert len(session) == 2
 
 
+async def test_a_layer_can_hide_tools_of_the_stack_below_it() -> None:
+    base = ToolRegistry()
+    base.register(echo_tool("echo"))
+    base.register(echo_tool("task"))
+    gated: list[str] = []
+
+    async def pre(execution: ToolExecution, next_: PreNext) -> PreToolDecision:
+        gated.append(execution.name)
+        return await next_()
+
+    base.on_pre_execute(pre)
+    child = base.layer(without=("task",))
+    assert [s.name for s in child.schemas()] == ["echo"]
+    assert child.get("task") is None
+    assert "task" not in child
+    assert len(child) == 1
+    assert (await child.execute(call("task"))).error == ToolErrorInfo(
+        name="ToolNotFoundError", code="UNKNOWN_TOOL"
+    )
+    assert not (await child.execute(call("echo"))).is_error
+    assert gated == ["echo"]  # the stack's gate still runs for what the layer shows
+    assert [s.name for s in base.schemas()] == ["echo", "task"]
+
+
 # -- execution ---------------------------------------------------------------------------
 
 
@@ -692,6 +716,32 @@ async def test_services_setdefault_and_aclose() -> None:
     services.setdefault(Broken, Broken)
     await services.aclose()
     assert closed == ["tracker", "tasks"]
+
+
+async def test_a_services_layer_hides_types_and_keeps_tool_state_below() -> None:
+    class Terminals:
+        pass
+
+    class ClientTerminals(Terminals):
+        def close(self) -> None:
+            raise AssertionError("a layer closes only its own services")
+
+    class Tracker:
+        pass
+
+    services = Services()
+    services.add(ClientTerminals(), as_type=Terminals)
+    services.add("session state")
+    view = services.layer(without=(Terminals,))
+    assert view.get(Terminals) is None
+    assert view.get(ClientTerminals) is None  # hidden whichever type asks for it
+    assert view.get(str) == "session state"
+    tracker = view.setdefault(Tracker, Tracker)
+    assert services.get(Tracker) is tracker  # a tool's state is the session's, seen from either
+    view.add(3)
+    assert services.get(int) is None
+    assert list(view) == [3, "session state", tracker]
+    await view.aclose()
 
 
 async def test_execute_many_reports_each_result_when_ready() -> None:

@@ -77,6 +77,7 @@ class SessionMethods:
             config, instructions = self.config, self.sessions.instructions
             settings = LoopSettings(
                 max_model_requests=config.max_model_requests,
+                max_task_requests=config.max_task_requests,
                 coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),
                 system_prompt=lambda session: system_prompt(
                     session.cwd, session.registry.schemas(), instructions.text(session.cwd)

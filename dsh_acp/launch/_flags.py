@@ -106,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
         help="model requests per prompt turn (default %(default)s)",
     )
     parser.add_argument(
+        "--max-task-requests",
+        type=int,
+        default=_DEFAULTS.max_task_requests,
+        metavar="N",
+        help="model requests per subagent (a task call), counted apart (default %(default)s)",
+    )
+    parser.add_argument(
         "--coalesce-bytes",
         type=int,
         default=_DEFAULTS.coalesce_bytes,
@@ -228,6 +235,12 @@ def _reference_tools() -> list[Any]:
     return list(default_tools())
 
 
+def _task_tool() -> list[Any]:
+    from dsh_acp.loop._task_tool import task_tool
+
+    return [task_tool()]
+
+
 def _reference_ask_user() -> Any:
     from reference_tools import ask_user_tool
 
@@ -276,7 +289,7 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
 
 def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> AgentConfig:
     config = _model_config(args.model, args.base_url, parser)
-    sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools]
+    sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools, _task_tool]
     if args.tools:
         sources.append(_user_tools(args.tools, parser))
     chosen: dict[str, Any] = {}
@@ -291,6 +304,7 @@ def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> A
         chosen["configure_registry"] = _reference_policies
     chosen.update(
         max_model_requests=args.max_model_requests,
+        max_task_requests=args.max_task_requests,
         coalesce_bytes=args.coalesce_bytes,
         coalesce_delay=args.coalesce_ms / 1000 if args.coalesce_ms > 0 else None,
         force_local_fs=args.local_fs,

@@ -6,6 +6,10 @@ update), shows its live terminal output while it runs, and gets one final
 ``completed``/``failed`` update; on cancel every open call is closed as ``failed``. Everything
 is also written to the session log, from which ``session/load`` replays it through the same
 bridge functions.
+
+A call that makes calls of its own (a ``task``, whose subagent runs its own tool steps) hands
+their cards and questions to its step (``child_update``, ``child_question``): under its card
+for a client that nests calls, else as lines of its card, which its questions borrow.
 """
 
 from __future__ import annotations
@@ -28,10 +32,14 @@ from dsh_acp.wire._bridge import (
     announce_call,
     attach_terminal,
     cancelled_call,
+    child_question,
     finish_call,
     output_chunk,
+    steps_card,
+    steps_update,
 )
-from dsh_acp.wire._updates import ToolCallStatus, card_details, tool_call_update
+from dsh_acp.wire._steps import StepList, nested
+from dsh_acp.wire._updates import SessionUpdate, ToolCallCard, ToolCallStatus, card_details, tool_call_update
 from dsh_tools import (
     Allow,
     Ask,
@@ -112,6 +120,11 @@ class _Call:
     printed: Printed | None = None
     partial_plan: bool = False
     """Whether entries of the call's plan were shown while it streamed (its result replaces them)."""
+    steps: StepList | None = None
+    """The calls the call made of its own (a subagent's), as a client that does not nest them
+    sees them: lines of this card."""
+    asking: anyio.Lock | None = None
+    """Held while one of those calls asks a person on this card (one question at a time)."""
 
     @property
     def is_plan(self) -> bool:
@@ -137,10 +150,14 @@ class ToolStep:
     """Runs the tool calls of a turn's model responses, one step at a time (``run``), and
     closes what is open when the turn is cancelled (``close_open_calls``)."""
 
-    def __init__(self, session: Session, settings: LoopSettings, streaming: StreamingCards) -> None:
+    def __init__(
+        self, session: Session, settings: LoopSettings, streaming: StreamingCards, origin: str | None = None
+    ) -> None:
         self.session = session
         self.settings = settings
         self._streaming = streaming
+        self._origin = origin
+        """What the calls are run for (a subagent's task), named on each permission card."""
         self._calls: dict[str, _Call] = {}
         self._step: list[_Call] = []
         self._group: TaskGroup | None = None
@@ -302,7 +319,13 @@ class ToolStep:
         if call.card is CardState.SHOWN:
             call.move_card(CardState.CLOSED)
         updates = finish_call(
-            call.info, tool_result, view, session.render, streamed=_streamed(call), attached=call.attached
+            call.info,
+            tool_result,
+            view,
+            session.render,
+            streamed=_streamed(call),
+            attached=call.attached,
+            steps=call.steps,
         )
         for update in updates:
             await session.send(update)
@@ -325,9 +348,48 @@ class ToolStep:
         if may_preview and call.card is CardState.UNSHOWN:
             view = await _preview(self.session, execution) or view
         question = asking.question
-        call.info = replace(call.info, view=view, notice=question.notice, cwd=question.cwd)
+        notice = question.notice
+        if self._origin is not None:  # a subagent's question says whose it is
+            notice = "\n\n".join(filter(None, (f"For the task “{self._origin}”.", notice)))
+        call.info = replace(call.info, view=view, notice=notice, cwd=question.cwd)
         await self._announce(call, "pending")
         return await asking.ask(call.info)
+
+    # -- a call's own calls (a subagent's) ------------------------------------------------
+
+    async def child_update(self, parent_id: str, update: SessionUpdate) -> None:
+        """One of the cards of the calls that the running call ``parent_id`` makes of its own:
+        sent as a card under it to a client that nests them, else folded into its lines."""
+        call = self._calls.get(parent_id)
+        if call is None or call.card is not CardState.SHOWN:
+            return
+        render = self.session.render
+        if render.nested_calls:
+            await self.session.send(nested(update, parent_id))
+            return
+        if call.steps is None:
+            call.steps = StepList()
+        if call.steps.feed(update):
+            shown = steps_update(call.info, call.steps, render)
+            if shown is not None:
+                await self.session.send(shown)
+
+    async def child_question(self, parent_id: str, params: dict[str, Any]) -> Any:
+        """Ask a person about a call the running call ``parent_id`` makes of its own: on the
+        child's own card where the client nests them, else on ``parent_id``'s card, which gets
+        its own card back once answered (its questions are asked one at a time)."""
+        call = self._calls[parent_id]
+        session = self.session
+        card: ToolCallCard = params["toolCall"]
+        params = {**params, "toolCall": child_question(card, call.info, session.render)}
+        if session.render.nested_calls:
+            return await session.io.request("session/request_permission", params)
+        if call.asking is None:
+            call.asking = anyio.Lock()
+        async with call.asking:
+            answer = await session.io.request("session/request_permission", params)
+            await session.send(steps_card(call.info, call.steps or StepList(), session.render, "in_progress"))
+            return answer
 
     # -- cancellation ---------------------------------------------------------------------
 
@@ -347,6 +409,7 @@ class ToolStep:
                     streamed=_streamed(call),
                     attached=call.attached,
                     partial=call.printed.text() if call.printed is not None else None,
+                    steps=call.steps,
                 )
                 for update in updates:
                     await self.session.send(update)

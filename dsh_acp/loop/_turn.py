@@ -10,7 +10,8 @@ turn does is also written to the session log, from which ``session/load`` replay
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
+from decimal import Decimal
+from typing import Any, Literal
 
 import anyio
 import orjson
@@ -32,6 +33,7 @@ from dsh_acp.models._model import (
     Usage,
     UserMessage,
 )
+from dsh_acp.models._protocol import Model
 from dsh_acp.session._events import AssistantReply, Compacted, CostReported, UsageReported
 from dsh_acp.session._session import Session
 from dsh_acp.wire._bridge import summary_chunk
@@ -61,7 +63,7 @@ from ._compaction import (
 from ._loop_settings import LoopSettings
 from ._streaming_cards import StreamingCards
 
-__all__ = ["CANCELLED_TEXT", "LoopSettings", "StopReason", "TurnRunner"]
+__all__ = ["CANCELLED_TEXT", "LoopSettings", "StopReason", "TaskHost", "TurnRunner"]
 
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
@@ -73,38 +75,69 @@ _STOP: dict[FinishReason, StopReason] = {
 }
 
 
+class TaskHost:
+    """The session's running turn, which a ``task`` call starts its subagent from (a session
+    service: the tool finds it in the call's services)."""
+
+    __slots__ = ("runner",)
+
+    def __init__(self) -> None:
+        self.runner: TurnRunner | None = None
+
+
 class TurnRunner:
     """Runs one prompt turn of a session."""
 
     def __init__(
-        self, session: Session, settings: LoopSettings, new_id: Callable[[], str], turn_index: int = 0
+        self,
+        session: Session,
+        settings: LoopSettings,
+        new_id: Callable[[], str],
+        turn_index: int = 0,
+        *,
+        call_ids: set[str] | None = None,
+        origin: str | None = None,
     ) -> None:
         self.session = session
         self.settings = settings
         self._new_id = new_id
-        self._turn_index = turn_index
+        self.turn_index = turn_index
         self._requests = 0
-        call_ids: set[str] = set()  # every tool-call id of the turn: each card has its own
-        self._streaming = StreamingCards(session, call_ids)
-        self._tools = ToolStep(session, settings, self._streaming)
+        self.call_ids: set[str] = set() if call_ids is None else call_ids
+        """Every tool-call id of the turn (its subagents' too): each card has its own."""
+        self._streaming = StreamingCards(session, self.call_ids)
+        self.tool_step = ToolStep(session, settings, self._streaming, origin)
         self.last_text_id: str | None = None
         self.last_usage: Usage | None = None
         self._texted = False
         """Whether a model step of this turn already sent text (the next one starts a paragraph)."""
+        self.requests_made = 0
+        """Model requests this runner made (its summaries too)."""
 
     # -- the loop -------------------------------------------------------------------------
 
     async def run(self) -> StopReason:
         """Drive the model until it stops asking for tools (or a limit is reached)."""
-        for _ in range(self.settings.max_model_requests):
-            message, finish = await self._fitted_step()
-            if finish == "length" and message.tool_calls:
-                await self._tools.run(message.tool_calls)  # each fails: it was cut off
-                return "max_tokens"
-            if finish in ("length", "refusal") or not message.tool_calls:
-                return _STOP[finish]
-            await self._tools.run(message.tool_calls)
-        return "max_turn_requests"
+        host = self._host()
+        try:
+            for _ in range(self.settings.max_model_requests):
+                message, finish = await self._fitted_step()
+                if finish == "length" and message.tool_calls:
+                    await self.tool_step.run(message.tool_calls)  # each fails: it was cut off
+                    return "max_tokens"
+                if finish in ("length", "refusal") or not message.tool_calls:
+                    return _STOP[finish]
+                await self.tool_step.run(message.tool_calls)
+            return "max_turn_requests"
+        finally:
+            if host is not None and host.runner is self:
+                host.runner = None
+
+    def _host(self) -> TaskHost | None:
+        """Become the session's running turn, the one its task calls run their subagents in."""
+        host = self.session.services.setdefault(TaskHost, TaskHost)
+        host.runner = self
+        return host
 
     async def _fitted_step(self) -> tuple[AssistantMessage, FinishReason]:
         """One model step, compacting first when the request would not fit the window, and
@@ -267,11 +300,12 @@ class TurnRunner:
             messages=[*(session.history if messages is None else messages), *extra],
             tools=session.registry.schemas() if with_tools else [],
             system=system,
-            metadata={"turn": self._turn_index, "step": self._requests},
+            metadata=self._metadata(),
             notice=self._warn if session.render.notices else None,
             reasoning_effort=session.effort,
         )
         self._requests += 1
+        self.requests_made += 1
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCallRequest] = []
@@ -342,6 +376,10 @@ class TurnRunner:
                 session.usage_mark = len(session.history)  # the usage counted up to here
         return message, finish
 
+    def _metadata(self) -> dict[str, Any]:
+        """Where the request stands (a scripted model plays its step from it)."""
+        return {"turn": self.turn_index, "step": self._requests}
+
     async def _warn(self, title: str, detail: str) -> None:
         """A warning about the running request (a retry) for clients that show notices; others
         see the wait only (it is not part of the conversation)."""
@@ -349,15 +387,7 @@ class TurnRunner:
 
     async def _usage(self, usage: Usage) -> None:
         session = self.session
-        total = session.cost
-        price_ref = session.model.price_ref if session.model is not None else None
-        if price_ref is not None and (usage.input_tokens or usage.output_tokens):
-            from dsh_acp.models._cost import request_cost
-
-            model_name, provider = price_ref
-            cost = request_cost(model_name, provider, usage.input_tokens, usage.output_tokens)
-            if cost is not None:
-                total = (total or 0) + cost
+        total = cost_with(session.cost, session.model, usage)
         if not usage.context_window:
             if total is not None and total != session.cost:
                 session.record(CostReported(str(total)))  # no usage to carry it: the cost alone
@@ -373,4 +403,17 @@ class TurnRunner:
         streaming too), and settle the conversation so that every tool call of the interrupted
         step has a result."""
         await self._streaming.close_all()
-        await self._tools.close_open_calls()
+        await self.tool_step.close_open_calls()
+
+
+def cost_with(cost: Decimal | None, model: Model | None, usage: Usage) -> Decimal | None:
+    """``cost`` (the session's so far) and what the request that used ``usage`` cost, when the
+    model's price is known."""
+    price_ref = model.price_ref if model is not None else None
+    if price_ref is None or not (usage.input_tokens or usage.output_tokens):
+        return cost
+    from dsh_acp.models._cost import request_cost
+
+    model_name, provider = price_ref
+    added = request_cost(model_name, provider, usage.input_tokens, usage.output_tokens)
+    return cost if added is None else (cost or 0) + added

@@ -2,7 +2,9 @@
 
 File shape: ``{"turns": [[step, ...], ...]}``. The n-th prompt of a session plays turn n (slash
 commands count: ``/compact`` plays its turn's first step as the summary); the k-th model call
-inside it plays step k. A reloaded session continues where it was.
+inside it plays step k. A reloaded session continues where it was. A subagent (a ``task`` call)
+plays ``"tasks": {"<the task call's id>": [step, ...]}``, its k-th model call step k, so tasks
+that run at once each play their own steps.
 
 A step may hold: ``thought`` (str), ``text`` (str or list of chunks), ``tool_calls`` (list of
 ``{"id", "name", "arguments"}``, arguments an object or a verbatim string), ``finish``
@@ -124,8 +126,16 @@ def _position(messages: Sequence[Message]) -> tuple[int, int]:
     return max(turn, 0), step
 
 
-_last_checked: tuple[bytes, list[Any]] | None = None
-"""The last script file checked (its bytes) and its turns: an agent plays one script."""
+_last_checked: tuple[bytes, list[Any], dict[str, Any]] | None = None
+"""The last script file checked (its bytes), its turns and tasks: an agent plays one script."""
+
+
+def _check_steps(steps: Any, where: str, problems: list[str]) -> None:
+    if not isinstance(steps, list):
+        problems.append(f"{where} must be a list of steps")
+        return
+    for index, step in enumerate(steps):
+        _check_step(step, f"{where}[{index}]", problems)
 
 
 class ScriptedModel(Model):
@@ -133,24 +143,28 @@ class ScriptedModel(Model):
 
     accepts_images = True
 
-    def __init__(self, turns: Any, *, source: str = "<script>") -> None:
+    def __init__(self, turns: Any, *, tasks: Any = None, source: str = "<script>") -> None:
         problems: list[str] = []
         if not isinstance(turns, list):
             problems.append('"turns" must be a list of turns')
             turns = []
         for t, turn in enumerate(turns):
-            if not isinstance(turn, list):
-                problems.append(f"turns[{t}] must be a list of steps")
-                continue
-            for s, step in enumerate(turn):
-                _check_step(step, f"turns[{t}][{s}]", problems)
+            _check_steps(turn, f"turns[{t}]", problems)
+        if tasks is None:
+            tasks = {}
+        elif not isinstance(tasks, dict):
+            problems.append('"tasks" must map task call ids to lists of steps')
+            tasks = {}
+        for task_id, steps in tasks.items():
+            _check_steps(steps, f"tasks[{task_id!r}]", problems)
         if problems:
             raise ScriptError(f"script {source} is malformed: " + "; ".join(problems))
-        self._adopt(turns, source)
+        self._adopt(turns, tasks, source)
 
-    def _adopt(self, turns: list[Any], source: str) -> None:
+    def _adopt(self, turns: list[Any], tasks: dict[str, Any], source: str) -> None:
         """Take checked turns: the one place a model's state is set, checked here or before."""
         self._turns = turns
+        self._tasks = tasks
         self.source = source
 
     @classmethod
@@ -168,7 +182,7 @@ class ScriptedModel(Model):
             raise ScriptError(f"cannot read script {path}: {error}") from None
         if _last_checked is not None and _last_checked[0] == data:
             model = cls.__new__(cls)
-            model._adopt(_last_checked[1], str(path))
+            model._adopt(_last_checked[1], _last_checked[2], str(path))
             return model
         try:
             document = orjson.loads(data)
@@ -176,13 +190,41 @@ class ScriptedModel(Model):
             raise ScriptError(f"cannot read script {path}: {error}") from None
         if not isinstance(document, dict) or "turns" not in document:
             raise ScriptError(f'script {path} must be a JSON object with a "turns" list')
-        model = cls(document["turns"], source=str(path))
-        _last_checked = (data, model._turns)
+        model = cls(document["turns"], tasks=document.get("tasks"), source=str(path))
+        _last_checked = (data, model._turns, model._tasks)
         return model
 
     @property
     def name(self) -> str:
         return f"script:{self.source}"
+
+    def _step(self, request: ModelRequest) -> Any:
+        """The step that plays ``request``: its task's, else its turn's."""
+        turn_index, step_index = _position(request.messages)
+        turn_index = request.metadata.get("turn", turn_index)
+        step_index = request.metadata.get("step", step_index)
+        task = request.metadata.get("task")
+        if task is not None:
+            steps = self._tasks.get(task)
+            if steps is None:
+                raise ScriptExhausted(f"script {self.source} has no task {task!r}")
+            if step_index >= len(steps):
+                raise ScriptExhausted(
+                    f"script {self.source} has no step {step_index + 1} in task {task!r}"
+                    f" (it has {len(steps)})"
+                )
+            return steps[step_index]
+        if turn_index >= len(self._turns):
+            raise ScriptExhausted(
+                f"script {self.source} has no turn {turn_index + 1} (it has {len(self._turns)})"
+            )
+        turn = self._turns[turn_index]
+        if step_index >= len(turn):
+            raise ScriptExhausted(
+                f"script {self.source} has no step {step_index + 1} in turn {turn_index + 1}"
+                f" (it has {len(turn)})"
+            )
+        return turn[step_index]
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         import anyio  # not at the top: the script is read before initialize is answered
@@ -200,20 +242,7 @@ class ScriptedModel(Model):
 
         # The loop says where the session is (prompts so far, model calls in this prompt); a
         # bare request is placed by the shape of its conversation instead.
-        turn_index, step_index = _position(request.messages)
-        turn_index = request.metadata.get("turn", turn_index)
-        step_index = request.metadata.get("step", step_index)
-        if turn_index >= len(self._turns):
-            raise ScriptExhausted(
-                f"script {self.source} has no turn {turn_index + 1} (it has {len(self._turns)})"
-            )
-        turn = self._turns[turn_index]
-        if step_index >= len(turn):
-            raise ScriptExhausted(
-                f"script {self.source} has no step {step_index + 1} in turn {turn_index + 1}"
-                f" (it has {len(turn)})"
-            )
-        step = turn[step_index]
+        step = self._step(request)
         if step.get("delay_ms"):
             await anyio.sleep(step["delay_ms"] / 1000)
         if step.get("hang"):

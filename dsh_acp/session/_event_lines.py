@@ -28,6 +28,7 @@ from ._events import (
     PermissionRemoved,
     Rule,
     SessionEvent,
+    TaskEvent,
     TitleSet,
     ToolCalled,
     ToolCancelled,
@@ -74,9 +75,13 @@ def _fields(kind: type) -> tuple[_Field, ...]:
     out = []
     for field in dataclasses.fields(kind):
         annotation = str(field.type)
-        encode = (
-            _wire if "ContentBlock" in annotation else _calls if "ToolCallRequest" in annotation else None
-        )
+        encode: Callable[[Any], Any] | None = None
+        if "ContentBlock" in annotation:
+            encode = _wire
+        elif "ToolCallRequest" in annotation:
+            encode = _calls
+        elif "SessionEvent" in annotation:  # a subagent's event, inside its task's
+            encode = event_json
         default = field.default if field.default is not dataclasses.MISSING else _MISSING
         out.append((field.name, default, encode))
     return tuple(out)
@@ -300,6 +305,14 @@ def _undo(r: dict[str, Any]) -> FilesRestored:
     )
 
 
+def _task(r: dict[str, Any]) -> TaskEvent | None:
+    inner = r.get("event")
+    if type(inner) is not dict or inner.get("type") == TaskEvent.tag:
+        raise BadEvent("a task event without its event")
+    event = parse_event(inner)
+    return TaskEvent(_str(r, "task_id"), event) if event is not None else None
+
+
 _Reader = Callable[[dict[str, Any]], SessionEvent | None]
 _READERS: Final[dict[type, _Reader]] = {
     UserPrompt: _user,
@@ -319,6 +332,7 @@ _READERS: Final[dict[type, _Reader]] = {
     TurnStopped: lambda r: TurnStopped(_str(r, "reason")),
     FileChanged: _file,
     FilesRestored: _undo,
+    TaskEvent: _task,
 }
 # Every event of the union, read back by its tag: an event class without a reader stops the
 # import here, before any log is read.

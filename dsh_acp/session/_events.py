@@ -10,6 +10,10 @@ its log failed) is logged as ``tool_cancelled``, not as a result spelling out th
 the text the model is then sent is ``CANCELLED_TEXT``, defined once. Format 1 logs still load (a
 ``tool_result`` marked ``cancelled`` is read as ``tool_cancelled``, a permission keyed by a string
 as the rule it now means).
+
+A subagent's turn (the ``task`` tool) is logged in the session's log, each of its events wrapped
+in a ``TaskEvent`` naming the task's call: it is the subagent's conversation, not the session's.
+An agent that predates it skips these lines as events of a later kind.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "PermissionAnswered",
     "PermissionRemoved",
     "SessionEvent",
+    "TaskEvent",
     "TitleSet",
     "ToolCalled",
     "ToolCancelled",
@@ -239,6 +244,17 @@ class FilesRestored:
     notice: str | None = None
 
 
+@dataclass(slots=True)
+class TaskEvent:
+    """What happened in the subagent of the task call ``task_id``: its conversation's events
+    (model replies, its tool calls and their results, its compactions). The session's state keeps
+    none of it; a replay draws the subagent's calls under or in the task's card."""
+
+    tag: ClassVar[str] = "task"
+    task_id: str
+    event: SessionEvent
+
+
 SessionEvent = (
     UserPrompt
     | AssistantReply
@@ -257,4 +273,5 @@ SessionEvent = (
     | TurnStopped
     | FileChanged
     | FilesRestored
+    | TaskEvent
 )

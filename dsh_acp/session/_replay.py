@@ -10,13 +10,17 @@ replay either.
 
 Output that streamed live in many chunks replays as one; a call the log shows started but never
 finished (the agent was killed) replays as ``failed``, never ``pending``.
+
+A subagent's calls (``TaskEvent``s) are drawn the same way and shown as live: as cards marked with
+their task for a client that nests them, else folded into the lines of the task's card, which
+its result or cancel then shows (``wire._steps``).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, assert_never
 
 from dsh_acp.models._history import CANCELLED_TEXT
@@ -28,6 +32,7 @@ from dsh_acp.wire._bridge import (
     finish_call,
     wire_block,
 )
+from dsh_acp.wire._steps import StepList, nested
 from dsh_acp.wire._updates import (
     STEP_BREAK,
     SessionUpdate,
@@ -51,6 +56,7 @@ from ._events import (
     PermissionAnswered,
     PermissionRemoved,
     SessionEvent,
+    TaskEvent,
     TitleSet,
     ToolCalled,
     ToolCancelled,
@@ -103,18 +109,21 @@ class _Call:
 
 
 class _Replay:
-    """The cards of one replay: each call's, from its announcement to its end."""
+    """The cards of one replay (or of one subagent's calls in it): each call's, from its
+    announcement to its end."""
 
-    __slots__ = ("calls", "lookup", "open_calls", "render", "texted")
+    __slots__ = ("calls", "lookup", "open_calls", "render", "tasks", "texted")
 
-    def __init__(self, render: RenderContext, tools: ToolRegistry | None) -> None:
+    def __init__(self, render: RenderContext, lookup: Callable[[str], ToolDefinition | None] | None) -> None:
         self.render = render
-        self.lookup = tools.get if tools is not None else None
+        self.lookup = lookup
         self.calls: dict[str, _Call] = {}
         self.open_calls: dict[str, CallInfo] = {}
         """The calls announced and not yet ended, in order (plans are not announced)."""
         self.texted = False
         """Whether a model step of the turn being replayed sent text (as the live turn tracks)."""
+        self.tasks: dict[str, _Task] = {}
+        """The subagents of the calls still open that have one."""
 
     def called(self, event: ToolCalled) -> Iterator[SessionUpdate]:
         definition = self.lookup(event.name) if self.lookup is not None else None
@@ -144,7 +153,17 @@ class _Replay:
         self.open_calls.pop(call_id, None)
         return self.calls.pop(call_id, None)
 
+    def _task_ended(self, call_id: str) -> tuple[list[SessionUpdate], StepList | None]:
+        """The updates that close the subagent's calls of the call ``call_id`` (they end before
+        it does) and the lines they leave it, if it had a subagent."""
+        task = self.tasks.pop(call_id, None)
+        if task is None:
+            return [], None
+        return list(task.ended()), task.steps
+
     def finished(self, event: ToolFinished) -> Iterator[SessionUpdate]:
+        closing, steps = self._task_ended(event.call_id)
+        yield from closing
         found = self._ended(event.call_id)
         if found is None:
             return
@@ -155,14 +174,16 @@ class _Replay:
             result_view = found.definition.result_view(found.info.arguments, result)
         else:
             result_view = _logged_view(event.view, result=True)
-        yield from finish_call(found.info, result, result_view, self.render, streamed=False)
+        yield from finish_call(found.info, result, result_view, self.render, streamed=False, steps=steps)
 
     def cancelled(self, event: ToolCancelled) -> Iterator[SessionUpdate]:
+        closing, steps = self._task_ended(event.call_id)
+        yield from closing
         found = self._ended(event.call_id)
         if found is None:
             return
         if not found.plan:
-            yield from cancelled_call(found.info, self.render)
+            yield from cancelled_call(found.info, self.render, steps=steps)
             return
         cancelled = ToolResult(content=(TextBlock(text=CANCELLED_TEXT),), is_error=True)
         yield from finish_call(found.info, cancelled, None, self.render, streamed=False)
@@ -171,11 +192,6 @@ class _Replay:
         if self.render.compaction and event.compaction_id:
             return compaction_update(event.compaction_id, "completed", event.summary)
         return agent_message(event.summary, event.text_id)
-
-    def unfinished(self) -> Iterator[SessionUpdate]:
-        """The calls the agent stopped before they finished: failed, never pending."""
-        for info in self.open_calls.values():
-            yield from cancelled_call(info, self.render)
 
     def reply(self, event: AssistantReply) -> Iterator[SessionUpdate]:
         if event.reasoning:
@@ -187,6 +203,58 @@ class _Replay:
             return
         yield agent_message(STEP_BREAK + event.text if self.texted else event.text, event.text_id)
         self.texted = True
+
+    def in_task(self, event: TaskEvent) -> Iterator[SessionUpdate]:
+        """One event of the subagent of the open call ``event.task_id``."""
+        task = self.tasks.get(event.task_id)
+        if task is None:
+            if event.task_id not in self.open_calls:
+                return  # no open call of that id to show it in
+            task = self.tasks[event.task_id] = _Task(event.task_id, self)
+        yield from task.shown(task.replay.event(event.event))
+
+    def event(self, event: SessionEvent) -> Iterator[SessionUpdate]:
+        """A subagent's event: its calls' cards (its words are its answer, not the chat)."""
+        match event:
+            case ToolCalled():
+                yield from self.called(event)
+            case ToolFinished():
+                yield from self.finished(event)
+            case ToolCancelled():
+                yield from self.cancelled(event)
+            case _:
+                pass
+
+    def unfinished(self) -> Iterator[SessionUpdate]:
+        """The calls the agent stopped before they finished: failed, never pending (a
+        subagent's before the task's)."""
+        for info in self.open_calls.values():
+            closing, steps = self._task_ended(info.call_id)
+            yield from closing
+            yield from cancelled_call(info, self.render, steps=steps)
+
+
+class _Task:
+    """A subagent's calls (the call ``task_id``'s): cards of their own marked with their task for
+    a client that nests them, else lines of the task's card (``steps``)."""
+
+    __slots__ = ("replay", "steps", "task_id")
+
+    def __init__(self, task_id: str, parent: _Replay) -> None:
+        self.task_id = task_id
+        self.replay = _Replay(parent.render.for_children(), parent.lookup)
+        self.steps = StepList()
+
+    def shown(self, updates: Iterable[SessionUpdate]) -> Iterator[SessionUpdate]:
+        if self.replay.render.nested_calls:
+            for update in updates:
+                yield nested(update, self.task_id)
+        else:
+            for update in updates:
+                self.steps.feed(update)
+
+    def ended(self) -> Iterator[SessionUpdate]:
+        yield from self.shown(self.replay.unfinished())
 
 
 def restored_card(event: FilesRestored, render: RenderContext) -> SessionUpdate:
@@ -208,7 +276,7 @@ def replay_updates(
 ) -> Iterator[SessionUpdate]:
     """The updates that replay ``events`` to a client with ``render``; ``tools`` present the calls
     of tools they have (without it, every card comes from the log)."""
-    replay = _Replay(render, tools)
+    replay = _Replay(render, tools.get if tools is not None else None)
     for event in events:
         match event:
             case ToolCalled():
@@ -231,6 +299,8 @@ def replay_updates(
                 yield session_info_update(event.title, event.updated_at)
             case FilesRestored():
                 yield restored_card(event, render)
+            case TaskEvent():
+                yield from replay.in_task(event)
             case (
                 ToolContext()
                 | PermissionAnswered()

@@ -39,6 +39,7 @@ from ._events import (
     PermissionAnswered,
     PermissionRemoved,
     SessionEvent,
+    TaskEvent,
     TitleSet,
     ToolCalled,
     ToolCancelled,
@@ -101,8 +102,10 @@ class SessionState:
             case ToolFinished() | ToolCancelled():
                 self._result(event)
             case ToolCalled():
-                if event.kind == "execute":  # a command may change files the log never sees
-                    self._files().commands.add(self.prompts - 1)
+                self._called(event)
+            case TaskEvent():
+                if isinstance(event.event, ToolCalled):  # its conversation is its own, not its commands
+                    self._called(event.event)
             case TurnStopped():
                 pass  # what it changes lives elsewhere: the turn's answer
             case FileChanged():
@@ -141,6 +144,10 @@ class SessionState:
                 self.title = event.title
             case _:
                 assert_never(event)
+
+    def _called(self, event: ToolCalled) -> None:
+        if event.kind == "execute":  # a command may change files the log never sees
+            self._files().commands.add(self.prompts - 1)
 
     def _files(self) -> FileHistory:
         if self.files is None:

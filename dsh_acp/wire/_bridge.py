@@ -46,6 +46,7 @@ from dsh_tools import (
 )
 
 from ._render_context import RenderContext
+from ._steps import StepList, nested
 from ._updates import (
     AgentMessageChunk,
     CompactionSummaryChunk,
@@ -57,6 +58,7 @@ from ._updates import (
     ToolCallUpdate,
     WireBlock,
     agent_message,
+    card_details,
     compaction_summary_chunk,
     plan,
     tool_call,
@@ -73,6 +75,7 @@ __all__ = [
     "announce_call",
     "attach_terminal",
     "cancelled_call",
+    "child_question",
     "finish_call",
     "logged_plan_update",
     "output_chunk",
@@ -80,6 +83,8 @@ __all__ = [
     "plan_update",
     "raw_input",
     "relativize_title",
+    "steps_card",
+    "steps_update",
     "summary_chunk",
     "wire_block",
 ]
@@ -342,6 +347,54 @@ def attach_terminal(info: CallInfo, terminal_id: str) -> ToolCallUpdate:
     return tool_call_update(info.call_id, content=_attached_content(info, terminal_id))
 
 
+# -- a call's own calls (a subagent's) ------------------------------------------------------
+
+
+def _with_steps(info: CallInfo, steps: StepList, ctx: RenderContext) -> ToolCallFields:
+    """The card's title and content while it lists its own calls: the newest one still going
+    after its title (a collapsed card shows that much), the lines after its content."""
+    fields = _call_fields(info, ctx)
+    title = fields.get("title", info.name)
+    current = steps.current()
+    return {
+        "title": f"{title} · {current}" if current else title,
+        "content": [*fields.get("content", ()), *_content([TextBlock(text=steps.text())])],
+    }
+
+
+def steps_update(info: CallInfo, steps: StepList, ctx: RenderContext) -> ToolCallUpdate | None:
+    """The card of a call whose own calls changed, for a client that does not nest them: its
+    title says which one is going, its content lists them (``None`` for a client that shows
+    them as cards of their own)."""
+    if ctx.nested_calls:
+        return None
+    shown = _with_steps(info, steps, ctx)
+    return tool_call_update(info.call_id, title=shown["title"], content=shown["content"])
+
+
+def steps_card(info: CallInfo, steps: StepList, ctx: RenderContext, status: ToolCallStatus) -> ToolCallUpdate:
+    """The whole card of a call that lists its own calls, for a client that does not nest
+    them: after a child's permission question was shown on it (the question carries the child's
+    card), and when it is cancelled."""
+    card = card_details(announce_call(info, status, ctx))
+    shown = _with_steps(info, steps, ctx)
+    card["title"], card["content"] = shown["title"], shown["content"]
+    return card
+
+
+def child_question(card: ToolCallCard, parent: CallInfo, ctx: RenderContext) -> ToolCallCard:
+    """A child call's card as its permission request carries it: marked with its parent for a
+    client that nests them; else on the parent's card, the one such a client shows (it shows the
+    child's card there until ``steps_card`` gives the parent's back), titled with both, as the
+    parent's title is while the child goes: a client that shows a question by its title alone
+    (acpx) names the task too."""
+    if ctx.nested_calls:
+        marked: ToolCallCard = nested(card, parent.call_id)
+        return marked
+    title = _call_fields(parent, ctx).get("title", parent.name)
+    return {**card, "toolCallId": parent.call_id, "title": f"{title} · {card.get('title', '')}"}
+
+
 def output_chunk(info: CallInfo, data: str, ctx: RenderContext) -> ToolCallUpdate | None:
     """Live terminal output (appended by the client), or ``None`` when it has no terminal."""
     if ctx.terminal_key is None or not info.is_terminal or not data:
@@ -445,13 +498,15 @@ def finish_call(
     *,
     streamed: bool = False,
     attached: str | None = None,
+    steps: StepList | None = None,
 ) -> list[Plan | ToolCallUpdate]:
     """The updates that close a call: ``completed`` or ``failed``, with the result's card.
 
     ``streamed`` says whether live output already reached the client's terminal (a replay and a
     tool that does not stream send the output once, here). ``attached`` is the client's own
     terminal the command ran in, if it did (the card keeps showing it; a replay, which has no
-    live terminal, shows the captured output instead).
+    live terminal, shows the captured output instead). ``steps`` are the call's own calls (a
+    subagent's): a client that does not nest them sees them listed above the result.
     """
     # A command that exited non-zero (or was killed) failed, whatever the tool told the model:
     # clients draw ``completed`` as success.
@@ -474,8 +529,12 @@ def finish_call(
         update["content"] = _content(view.content)
     else:  # a failure's text is the error line a person reads
         update["content"] = _shown(result.content) if result.is_error else _content(result.content)
+    if steps and not ctx.nested_calls:
+        update["content"] = [*_content([TextBlock(text=steps.text())]), *update["content"]]
     if view is not None and view.title:  # after the content: the key order is part of the wire
         update["title"] = relativize_title(view.title, ctx.cwd)
+    elif steps and not ctx.nested_calls:  # it showed the step going: its own title again
+        update["title"] = _call_fields(info, ctx).get("title", info.name)
     return [update]
 
 
@@ -486,10 +545,14 @@ def cancelled_call(
     streamed: bool = False,
     attached: str | None = None,
     partial: str | None = None,
+    steps: StepList | None = None,
 ) -> list[ToolCallUpdate]:
     """Close a call the turn's cancellation interrupted: ``failed``; a terminal keeps its output
     and gets a last line saying why. ``partial`` is what a command printed before the cancel,
-    for a client that had no live terminal (it gets that much, fenced)."""
+    for a client that had no live terminal (it gets that much, fenced). A call that lists its
+    own calls (``steps``) shows them as they ended."""
+    if steps and not ctx.nested_calls:
+        return [steps_card(info, steps, ctx, "failed")]
     result = ToolResult(content=(TextBlock(text="cancelled"),), is_error=True)
     if attached is not None:  # the client's terminal is gone with the release: keep what it printed
         view = TerminalResultView(output=partial, error="cancelled") if partial else None

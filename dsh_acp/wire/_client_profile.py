@@ -14,6 +14,18 @@ How a command's output reaches the user (docs/clients.md has this table):
 
 ``--terminals client`` uses the client's terminals whenever it offers them (Zed's too);
 ``--terminals agent`` never does.
+
+How a subagent's tool calls (the ``task`` tool) reach the user:
+
+| the client advertises (``initialize``)                | a subagent's tool calls                         |
+|-------------------------------------------------------|-------------------------------------------------|
+| ``clientCapabilities._meta.parentToolCallId: true``   | cards of their own, each ``tool_call`` and       |
+|                                                       | update with ``_meta.parentToolCallId``: the task |
+| none of this                                          | lines of the task card's content (title, status) |
+
+Only a client that says it nests gets child cards: any other would show them as if the main
+agent made them. The draft subagents RFD's child sessions (``subagent_update``) are not in the
+stable v1 schema, so no client is sent them.
 """
 
 from __future__ import annotations
@@ -56,6 +68,9 @@ class ClientProfile:
     """Whether the client is known to show each permission option's ``name`` (Zed, JetBrains).
     Others may show only a label per ``kind`` (CodeCompanion), so they never get two options
     of one kind that mean different things."""
+    nested_calls: bool = False
+    """Whether the client shows a tool call under the one it names in ``_meta.parentToolCallId``
+    (it advertises ``_meta.parentToolCallId``): a subagent's calls are then cards of their own."""
 
 
 def is_jetbrains(client_info: Mapping[str, Any] | None) -> bool:
@@ -113,4 +128,5 @@ def client_profile(
         terminal_login=isinstance(auth, Mapping) and auth.get("terminal") is True,
         meta_terminal_login=meta.get("terminal-auth") is True,
         option_names=is_zed(client_info) or is_jetbrains(client_info),
+        nested_calls=meta.get("parentToolCallId") is True,
     )

@@ -6,7 +6,7 @@ moment it is made, long before anything is rendered.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dsh_tools import BOUND_BYTES
 
@@ -31,6 +31,9 @@ class RenderContext:
     """Whether the client shows ``notice`` updates (``session.notices``)."""
     option_names: bool = False
     """Whether the client is known to show permission options' names (see ``ClientProfile``)."""
+    nested_calls: bool = False
+    """Whether the client shows a subagent's calls as cards under its task's card (else the
+    task card lists them as its content)."""
 
     @classmethod
     def for_profile(cls, cwd: str, profile: ClientProfile) -> RenderContext:
@@ -41,4 +44,12 @@ class RenderContext:
             compaction=profile.compaction,
             notices=profile.notices,
             option_names=profile.option_names,
+            nested_calls=profile.nested_calls,
         )
+
+    def for_children(self) -> RenderContext:
+        """How a subagent's calls are drawn: as this client's cards where it nests them, else
+        without live terminals (they become lines of the task's card, never terminals); never
+        as the session's compaction or notices (a subagent compacts its own conversation)."""
+        terminal_key = self.terminal_key if self.nested_calls else None
+        return replace(self, terminal_key=terminal_key, compaction=False, notices=False)
