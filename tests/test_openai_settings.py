@@ -82,10 +82,18 @@ def test_file_model_may_be_a_bare_name(config: Path) -> None:
     assert (settings.model, settings.name) == ("deepseek-reasoner", "openai:deepseek-reasoner")
 
 
-@pytest.mark.parametrize("spec", ["gpt-4o", "anthropic:claude", "openai:", "script:demo.json"])
+@pytest.mark.parametrize("spec", ["anthropic:claude", "openai:", "script:demo.json"])
 def test_unknown_specs_are_refused(config: Path, spec: str) -> None:
     with pytest.raises(SettingsError, match="expected openai:NAME"):
         resolve_model_settings(spec, None, {}, config)
+
+
+@pytest.mark.parametrize("where", ["--model", "DSH_MODEL"])
+def test_a_bare_model_name_works_on_the_command_line_as_in_the_config_file(config: Path, where: str) -> None:
+    cli, env = ("gpt-4o", {}) if where == "--model" else (None, {"DSH_MODEL": "gpt-4o"})
+    settings = resolve_model_settings(cli, None, env, config)
+    assert settings is not None
+    assert (settings.model, settings.name, settings.base_url) == ("gpt-4o", "openai:gpt-4o", OPENAI_BASE_URL)
 
 
 def test_a_provider_key_alone_picks_its_default_model(config: Path) -> None:
@@ -484,3 +492,44 @@ def test_login_cancelled(config: Path) -> None:
     assert login_main(["--config", str(config)], environ={}, read_secret=interrupted, stderr=err) == 1
     assert "cancelled" in err.getvalue()
     assert not config.exists()
+
+
+def test_login_on_a_terminal_asks_for_the_provider_and_the_model_and_stores_them(tmp_path: Path) -> None:
+    import io
+    import tomllib
+
+    from dsh_acp.models._login import login_main
+
+    path = tmp_path / "config.toml"
+    answers = iter(["2", ""])  # DeepSeek, its default model
+    out = io.StringIO()
+    code = login_main(
+        ["--config", str(path)],
+        environ={},
+        read_secret=lambda prompt: "sk-test-key",
+        read_line=lambda prompt: next(answers),
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+    assert code == 0
+    assert tomllib.loads(path.read_text()) == {"model": "deepseek-chat", "api_key": "sk-test-key"}
+    assert "Stored the model deepseek-chat and the API key" in out.getvalue()
+    settings = resolve_model_settings(None, None, {}, path)  # what a bare dsh-acp then runs
+    assert settings is not None
+    assert (settings.model, settings.api_key) == ("deepseek-chat", "sk-test-key")
+    # A local server: its address, a model, and no key.
+    answers = iter(["3", "", "qwen2.5-coder:14b"])
+    code = login_main(
+        ["--config", str(path)],
+        environ={},
+        read_secret=lambda prompt: "",
+        read_line=lambda prompt: next(answers),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+    )
+    assert code == 0
+    stored = tomllib.loads(path.read_text())
+    assert (stored["model"], stored["base_url"]) == ("openai:qwen2.5-coder:14b", "http://localhost:11434/v1")
+    local = resolve_model_settings(None, None, {}, path)
+    assert local is not None
+    assert (local.model, local.base_url) == ("qwen2.5-coder:14b", "http://localhost:11434/v1")

@@ -57,11 +57,13 @@ def _columns() -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dsh-acp",
+        usage="dsh-acp [options]\n       dsh-acp {demo,login,tools,schema} ...",
         formatter_class=_HelpFormatter,
         description=(
             "An Agent Client Protocol agent: launch it from your editor; it speaks ACP on stdio. "
             "Other commands: `dsh-acp demo` (watch it work: no model, key or editor needed), "
-            "`dsh-acp tools --markdown` (the tool catalog), `dsh-acp login` (store an API key), "
+            "`dsh-acp tools --markdown` (the tool catalog), "
+            "`dsh-acp login` (choose a provider and a model, store the key), "
             "`dsh-acp schema fetch` (download the official ACP schema the testing kit validates against)."
         ),
     )
@@ -69,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--model",
         metavar="SPEC",
-        help="the model: openai:NAME (any OpenAI-compatible API) or script:PATH (a scripted model file)",
+        help="the model: NAME or openai:NAME (any OpenAI-compatible API), "
+        "or script:PATH (a scripted model file)",
     )
     parser.add_argument(
         "--base-url", metavar="URL", help="the OpenAI-compatible API root (default: from the model)"

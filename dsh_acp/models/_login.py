@@ -22,10 +22,23 @@ from typing import Any, TextIO
 
 from ._settings import SettingsError, default_config_path, load_config_file
 
-__all__ = ["login_main", "remove_api_key", "store_api_key"]
+__all__ = ["login_main", "remove_api_key", "store_api_key", "store_settings"]
 
 _TABLE_HEADER = re.compile(r"^\s*\[")
 _API_KEY_LINE = re.compile(r"""^\s*(?:api_key|"api_key"|'api_key')\s*=""")
+
+
+def _key_line(name: str) -> re.Pattern[str]:
+    return re.compile(rf"""^\s*(?:{name}|"{name}"|'{name}')\s*=""")
+
+
+_PROVIDERS = (
+    ("OpenAI", "gpt-4.1", None),
+    ("DeepSeek", "deepseek-chat", None),
+    ("another OpenAI-compatible server (vLLM, llama.cpp, Ollama…)", None, "http://localhost:11434/v1"),
+)
+"""What ``dsh-acp login`` offers on a terminal: a name, its default model, and whether it asks
+for the server's address (the default shown)."""
 _NEW_FILE_HEADER = "# dsh-acp settings (see the README for every key)\n"
 
 
@@ -34,6 +47,7 @@ def login_main(
     *,
     environ: Mapping[str, str] | None = None,
     read_secret: Callable[[str], str] | None = None,
+    read_line: Callable[[str], str] | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
@@ -43,7 +57,13 @@ def login_main(
     err = stderr or sys.stderr
     parser = argparse.ArgumentParser(
         prog="dsh-acp login",
-        description="Store an API key for dsh-acp in the user config file (readable only by you).",
+        description="Choose the model dsh-acp uses and store its API key in the user config file "
+        "(readable only by you). On a terminal it asks for the provider, the model and the key; "
+        "without one it reads the key from stdin and takes the model from --model.",
+    )
+    parser.add_argument("--model", metavar="NAME", help="the model to use (stored as model)")
+    parser.add_argument(
+        "--base-url", metavar="URL", help="the OpenAI-compatible API root (stored as base_url)"
     )
     parser.add_argument(
         "--config",
@@ -62,7 +82,15 @@ def login_main(
             import getpass
 
             read_secret = getpass.getpass
+    chosen: dict[str, str] = {}
+    if args.model:
+        chosen["model"] = _model_spec(args.model)
+    if args.base_url:
+        chosen["base_url"] = args.base_url
     try:
+        on_terminal = read_line is not None or (not piped and sys.stdin is not None and sys.stdin.isatty())
+        if on_terminal and not chosen:
+            chosen = _ask_model(path, read_line or input, out)
         key = read_secret("API key (input is hidden): ").strip()
     except EOFError:
         if piped:
@@ -77,23 +105,55 @@ def login_main(
     except KeyboardInterrupt:
         print("\ndsh-acp login: cancelled; nothing was stored", file=err)
         return 1
-    if not key:
+    except SettingsError as error:
+        print(f"dsh-acp login: {error}; nothing was stored", file=err)
+        return 1
+    if not key and not chosen.get("base_url"):
         print("dsh-acp login: no key entered; nothing was stored", file=err)
         return 1
     if any(ch.isspace() or not ch.isprintable() for ch in key):
         print("dsh-acp login: an API key has no spaces or control characters; nothing was stored", file=err)
         return 1
+    stored = {**chosen, **({"api_key": key} if key else {})}
     try:
-        store_api_key(path, key)
+        store_settings(path, stored)
     except (OSError, SettingsError) as error:
         print(f"dsh-acp login: {error}", file=err)
         return 1
-    print(f"Stored the API key in {path} (mode 0600).", file=out)
+    parts = [f"the model {chosen['model']}"] if "model" in chosen else []
+    parts += ["the API key"] if key else []
+    print(f"Stored {' and '.join(parts)} in {path} (mode 0600).", file=out)
     if env.get("DSH_API_KEY"):
         print(
             "Note: DSH_API_KEY is set in this environment; it takes precedence over the stored key.", file=out
         )
     return 0
+
+
+def _ask_model(path: Path, read_line: Callable[[str], str], out: TextIO) -> dict[str, str]:
+    """On a terminal: the provider and the model (the config file's model is the default)."""
+    current = str(load_config_file(path).get("model") or "")
+    for number, (name, model, _) in enumerate(_PROVIDERS, 1):
+        print(f"  {number}. {name}" + (f" (default model {model})" if model else ""), file=out)
+    answer = read_line("Provider [1]: ").strip() or "1"
+    if answer not in {str(n) for n in range(1, len(_PROVIDERS) + 1)}:
+        raise SettingsError(f"no provider {answer!r}: answer 1 to {len(_PROVIDERS)}")
+    _, default, url = _PROVIDERS[int(answer) - 1]
+    chosen: dict[str, str] = {}
+    if url is not None:
+        chosen["base_url"] = read_line(f"Server's API root [{url}]: ").strip() or url
+    default = current or default or ""
+    model = read_line(f"Model [{default}]: " if default else "Model: ").strip() or default
+    if not model:
+        raise SettingsError("no model named")
+    chosen["model"] = _model_spec(model)
+    return chosen
+
+
+def _model_spec(name: str) -> str:
+    """The model as the config file reads it: a name with a colon (an Ollama tag) keeps its
+    provider prefix, or it would read as one."""
+    return f"openai:{name}" if ":" in name and not name.startswith(("openai:", "script:")) else name
 
 
 def _read_stdin(prompt: str) -> str:
@@ -102,6 +162,28 @@ def _read_stdin(prompt: str) -> str:
     if not line.strip():
         raise EOFError
     return line
+
+
+def store_settings(path: str | Path, values: Mapping[str, str]) -> None:
+    """Set these top-level keys (``model``, ``base_url``, ``api_key``) in the config file at
+    ``path``, keeping everything else in it (the same guarantees as ``store_api_key``)."""
+    import tomllib
+
+    path = Path(path)
+    existing = load_config_file(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = _NEW_FILE_HEADER
+    for name, value in values.items():
+        text = _with_setting(text, name, value)
+    try:
+        after = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        after = None
+    if after != {**existing, **values}:
+        raise SettingsError(f"cannot update {path} safely; set {', '.join(values)} in it by hand")
+    _write_private(path, text)
 
 
 def store_api_key(path: str | Path, key: str) -> None:
@@ -145,11 +227,16 @@ def remove_api_key(path: str | Path) -> bool:
 
 
 def _with_api_key(text: str, key: str) -> str:
-    entry = f"api_key = {_toml_string(key)}\n"
+    return _with_setting(text, "api_key", key)
+
+
+def _with_setting(text: str, name: str, value: str) -> str:
+    entry = f"{name} = {_toml_string(value)}\n"
+    pattern = _key_line(name)
     lines = text.splitlines(keepends=True)
     first_table = next((i for i, line in enumerate(lines) if _TABLE_HEADER.match(line)), len(lines))
     for i in range(first_table):
-        if _API_KEY_LINE.match(lines[i]):
+        if pattern.match(lines[i]):
             lines[i] = entry
             break
     else:

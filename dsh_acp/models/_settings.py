@@ -279,7 +279,7 @@ def resolve_model_settings(
     """Resolve the OpenAI-compatible model: CLI flags, then the environment, then the config file.
 
     - model: ``--model openai:NAME``, ``DSH_MODEL``, the file's ``model`` (a bare name is allowed
-      there); with none of them, ``gpt-4.1`` when ``OPENAI_API_KEY`` is set, else
+      in each); with none of them, ``gpt-4.1`` when ``OPENAI_API_KEY`` is set, else
       ``deepseek-chat`` when ``DEEPSEEK_API_KEY`` is; else ``None`` (no model configured).
     - base URL: ``--base-url``, ``DSH_BASE_URL``, the file's ``base_url``, else DeepSeek's API for
       ``deepseek*`` models and OpenAI's for the rest.
@@ -294,8 +294,8 @@ def resolve_model_settings(
     source = "--model" if cli_model else "DSH_MODEL"
     if spec is None and config.get("model"):
         spec, source = str(config["model"]), f"model in {config_path}"
-        if ":" not in spec:
-            spec = f"openai:{spec}"
+    if spec is not None and ":" not in spec:  # a bare name, wherever it is given
+        spec = f"openai:{spec}"
     if spec is None:
         for variable, default in _DEFAULT_MODELS:
             if environ.get(variable):
