@@ -134,7 +134,10 @@ class AgentConfig:
     """Where ``bash`` runs: ``auto`` (in the client's terminals when it offers them and has no
     live-output convention of its own), ``client`` (whenever it offers them) or ``agent``."""
     default_mode: str = "default"
-    """The permission mode new sessions start in (``default``, ``accept_edits``, ``plan``, ``bypass``)."""
+    """The permission mode new sessions start in (``default``, ``accept_edits``, ``auto``,
+    ``plan``, ``bypass``)."""
+    sandbox: str = "auto"
+    """The sandbox under commands: ``auto`` (wherever the system has one) or ``off``."""
     state_dir: Path | None = None
     """Where session logs live; ``None`` keeps sessions in memory only (no load/list/resume)."""
     clock: Callable[[], str] = utc_now

@@ -116,6 +116,10 @@ class ToolDefinition:
     (``edit``: the whole file before and after), or ``None`` for ``present_call``'s card. A host
     runs it only before asking, and only when every path the call's card names is one it may
     read unasked (inside the workspace); it must read nothing else and change nothing."""
+    sandboxed: bool = False
+    """Whether what its calls do is confined by the session's ``dsh_tools.sandbox.CommandSandbox``
+    (``bash``: its commands run in the sandbox, at the level the permission gate granted): a
+    permission mode may then let a call run unasked that it would otherwise ask about."""
 
     def subject_of(self, execution: ToolExecution) -> ApprovalSubject | None:
         """``approval_subject`` made safe: arguments it cannot read give ``None`` (the tool)."""
@@ -262,6 +266,7 @@ def define_tool(
     parallel_safe: bool | None = None,
     approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None,
     prompt_rules: Sequence[str] = (),
+    sandboxed: bool = False,
 ) -> ToolDefinition: ...
 
 
@@ -280,6 +285,7 @@ def define_tool(
     parallel_safe: bool | None = None,
     approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None,
     prompt_rules: Sequence[str] = (),
+    sandboxed: bool = False,
 ) -> ToolDefinition: ...
 
 
@@ -297,6 +303,7 @@ def define_tool(
     parallel_safe: bool | None = None,
     approval_subject: Callable[[Any, ToolExecution], ApprovalSubject | None] | None = None,
     prompt_rules: Sequence[str] = (),
+    sandboxed: bool = False,
 ) -> ToolDefinition:
     """Define a tool whose arguments are validated before ``execute`` runs.
 
@@ -306,6 +313,7 @@ def define_tool(
     ``ToolDefinitionError`` listing every problem. ``parallel_safe`` defaults to ``read_only``.
     ``approval_subject`` gets the raw arguments (it must not trust them) and the execution.
     ``prompt_rules`` are sentences for the system prompt's rules (one line each).
+    ``sandboxed``: the tool's effects are confined by the session's sandbox (see ``ToolDefinition``).
     The presenters receive the same parsed arguments; they are wrapped so that arguments that
     do not parse give ``None`` (the generic card) instead of an exception. ``preview`` (async,
     the parsed arguments and the execution) gives the card a person approving the call sees
@@ -365,4 +373,5 @@ def define_tool(
         parse_arguments=parse,
         approval_subject=approval_subject,
         prompt_rules=rules,
+        sandboxed=sandboxed,
     )

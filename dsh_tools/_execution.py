@@ -173,10 +173,13 @@ class Deny:
 @dataclass(frozen=True, slots=True)
 class CommandSubject:
     """What a call asks about: it runs the shell command line ``command`` in ``cwd`` (a real
-    path). A remembered answer then covers commands, never the whole tool."""
+    path), with the sandbox widened by ``widen`` (``dsh_tools.sandbox.Widening`` tokens). A
+    remembered answer then covers commands, never the whole tool, and a widened command only
+    with that very widening."""
 
     command: str
     cwd: str | None = None
+    widen: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

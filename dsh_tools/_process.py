@@ -28,6 +28,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -47,6 +48,11 @@ _WARDEN = str(Path(__file__).with_name("_warden.py"))
 _GUARD_ENV = {"LC_ALL": "C.UTF-8"}
 
 
+_PLAIN, _ISOLATED = b"P", b"I"
+"""The kinds of wardens (see ``_warden``): plain, or already in namespaces of its own for a
+sandboxed command without network."""
+
+
 class _Guard:
     """The agent's side of the guard process: the socket wardens come from."""
 
@@ -55,18 +61,27 @@ class _Guard:
         self._socket: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._owner = 0  # the pid that started the guard: a forked agent needs its own
+        self._held: dict[bytes, list[socket.socket]] = {_PLAIN: [], _ISOLATED: []}
+        """Wardens the guard offered, read while waiting for one of another kind."""
+        self._asked_isolated = False
 
     def spawn(
-        self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str], fds: tuple[int, int, int]
+        self,
+        argv: Sequence[str],
+        cwd: str | None,
+        env: Mapping[str, str],
+        fds: tuple[int, int, int],
+        plan: Mapping[str, Any] | None = None,
     ) -> socket.socket:
-        """Hand ``argv`` to a warden, ``fds`` its stdin, stdout and stderr; the job socket, on
-        which the warden says (``P``/``F``) whether it started."""
-        payload = marshal.dumps((list(argv), cwd, dict(env)))
+        """Hand ``argv`` to a warden, ``fds`` its stdin, stdout and stderr, ``plan`` the sandbox
+        it runs in; the job socket, on which the warden says (``P``/``F``) whether it started."""
+        payload = marshal.dumps((list(argv), cwd, dict(env), None if plan is None else dict(plan)))
+        kind = _ISOLATED if plan is not None and not plan.get("network", True) else _PLAIN
         job, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with self._lock:
                 for attempt in range(3):
-                    warden = self._warden()
+                    warden = self._warden(kind)
                     try:
                         socket.send_fds(warden, [payload], [*fds, theirs.fileno()])
                         break
@@ -83,28 +98,53 @@ class _Guard:
         job.setblocking(False)
         return job
 
-    def _warden(self) -> socket.socket:
-        """A socket to a warden ready for a request (the guard sends one ahead of need)."""
+    def _warden(self, kind: bytes) -> socket.socket:
+        """A socket to a warden of ``kind`` ready for a request (the guard sends them ahead of
+        need; the first isolated one is asked for when first needed)."""
         for attempt in range(2):
             guard = self._ready()
-            try:
-                _message, fds, _flags, _addr = socket.recv_fds(guard, 16, 1)
-            except OSError:
-                fds = []
-            if fds:
-                os.set_inheritable(fds[0], False)  # received descriptors come without close-on-exec
-                try:
-                    guard.send(b"N")  # prepare the next one
-                except OSError:
-                    pass  # the guard went away: the next spawn starts another
-                return socket.socket(fileno=fds[0])
+            held = self._held[kind]
+            if not held and kind == _ISOLATED and not self._asked_isolated:
+                self._asked_isolated = True
+                self._tell_guard(guard, b"N" + kind)
+            while not held and self._receive(guard):
+                pass
+            if held:
+                self._tell_guard(guard, b"N" + kind)  # prepare the next one
+                return held.pop(0)
             if attempt:
                 break
             self._close()  # the guard went away (killed?): start another
         raise OSError(errno.EIO, "the process guard did not answer")
 
+    def _receive(self, guard: socket.socket) -> bool:
+        """Read the next warden the guard offers into ``_held``; ``False`` if it is gone."""
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(guard, 16, 1)
+        except OSError:
+            return False
+        if not fds:
+            return False
+        os.set_inheritable(fds[0], False)  # received descriptors come without close-on-exec
+        warden = socket.socket(fileno=fds[0])
+        kind = message[1:2]
+        if kind not in self._held:
+            warden.close()
+        else:
+            self._held[kind].append(warden)
+        return True
+
+    @staticmethod
+    def _tell_guard(guard: socket.socket, message: bytes) -> None:
+        try:
+            guard.send(message)
+        except OSError:
+            pass  # the guard went away: the next spawn starts another
+
     def _ready(self) -> socket.socket:
         if self._socket is None or self._owner != os.getpid():
+            if self._owner != os.getpid():  # a forked agent: what it holds is its parent's
+                self._held, self._asked_isolated = {_PLAIN: [], _ISOLATED: []}, False
             protect_environment()  # before the first child exists
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
@@ -128,8 +168,12 @@ class _Guard:
         """Close our socket: the guard ends once its wardens have (each kills what is left)."""
         sock, self._socket = self._socket, None
         proc, self._proc = self._proc, None
+        held, self._held = self._held, {_PLAIN: [], _ISOLATED: []}
+        self._asked_isolated = False
         if sock is None or self._owner != os.getpid():
             return
+        for warden in (*held[_PLAIN], *held[_ISOLATED]):
+            warden.close()
         sock.close()
         if proc is not None and proc.poll() is None:
             # Not waited for: a warden whose job is still open in this process ends with it.
@@ -194,14 +238,17 @@ class GuardedProcess:
 
     def _read(self, message: bytes) -> None:
         kind = message[:1]
-        if kind == b"P":
-            self._pid = int(message[1:])
-        elif kind == b"F":
-            code, text, filename = message[1:].decode("utf-8", "surrogateescape").split("\0")
-            self._start_error = OSError(int(code) or errno.EIO, text, filename or None)
+        try:
+            if kind == b"P":
+                self._pid = int(message[1:])
+            elif kind == b"F":
+                code, text, filename = message[1:].decode("utf-8", "surrogateescape").split("\0")
+                self._start_error = OSError(int(code) or errno.EIO, text, filename or None)
+                self._gone = True
+            elif kind == b"X":
+                self.returncode = int(message[1:].rstrip(b"E"))
+        except ValueError:  # not what a warden says (the command, in its sandbox, can reach it)
             self._gone = True
-        elif kind == b"X":
-            self.returncode = int(message[1:].rstrip(b"E"))
         if message[-1:] == b"E" or not message:  # E, or the warden is gone: nothing is left
             self._gone = True
 
@@ -292,21 +339,29 @@ class GuardedProcess:
 
 
 def spawn_guarded(
-    argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], stdin: int, stdout: int, stderr: int
+    argv: Sequence[str],
+    *,
+    cwd: str | None,
+    env: Mapping[str, str],
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    sandbox: Mapping[str, Any] | None = None,
 ) -> GuardedProcess:
     """Hand ``argv`` to a warden, to run leading a new process group (see the module's docstring);
     ``await process.started()`` for its pid, or the ``OSError`` that kept it from starting.
 
     ``stdin``, ``stdout`` and ``stderr`` are file descriptors, or ``subprocess.DEVNULL``; the
-    caller keeps (and closes) its own. ``OSError`` when the guard cannot be reached. Any thread may
-    call it.
+    caller keeps (and closes) its own. ``sandbox``, a plan from ``dsh_tools.sandbox``, confines
+    the command and all it starts (a plan that cannot be applied keeps it from starting).
+    ``OSError`` when the guard cannot be reached. Any thread may call it.
     """
     devnull = -1
     if subprocess.DEVNULL in (stdin, stdout, stderr):
         devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     try:
         fds = tuple(devnull if fd == subprocess.DEVNULL else fd for fd in (stdin, stdout, stderr))
-        job = _guard.spawn(argv, cwd, env, (fds[0], fds[1], fds[2]))
+        job = _guard.spawn(argv, cwd, env, (fds[0], fds[1], fds[2]), sandbox)
     finally:
         if devnull >= 0:
             os.close(devnull)
@@ -314,7 +369,12 @@ def spawn_guarded(
 
 
 def spawn_group(
-    argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], stdin: int
+    argv: Sequence[str],
+    *,
+    cwd: str | None,
+    env: Mapping[str, str],
+    stdin: int,
+    sandbox: Mapping[str, Any] | None = None,
 ) -> tuple[GuardedProcess, int, int]:
     """``spawn_guarded`` with new pipes for stdout and stderr: the process and their read ends."""
     out_r, out_w = os.pipe()
@@ -322,7 +382,9 @@ def spawn_group(
     for fd in (out_r, err_r):  # a command that prints a lot runs ahead of us in bigger steps
         widen_pipe(fd)
     try:
-        process = spawn_guarded(argv, cwd=cwd, env=env, stdin=stdin, stdout=out_w, stderr=err_w)
+        process = spawn_guarded(
+            argv, cwd=cwd, env=env, stdin=stdin, stdout=out_w, stderr=err_w, sandbox=sandbox
+        )
     except BaseException:
         os.close(out_r)
         os.close(err_r)
@@ -356,9 +418,17 @@ class ProcessGroup:
         self.stderr = stderr
 
     @classmethod
-    async def spawn(cls, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> ProcessGroup:
-        """Start ``argv`` in ``cwd``; raises ``OSError`` when it cannot start."""
-        proc, out_r, err_r = spawn_group(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL)
+    async def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        sandbox: Mapping[str, Any] | None = None,
+    ) -> ProcessGroup:
+        """Start ``argv`` in ``cwd`` (confined to the ``sandbox`` plan, if any); raises ``OSError``
+        when it cannot start."""
+        proc, out_r, err_r = spawn_group(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, sandbox=sandbox)
         group = cls(proc, out_r, err_r)
         try:
             await proc.started()

@@ -122,6 +122,8 @@ class TerminalResultView(_View):
     error: str | None = None
     """Why the command failed (timed out, cancelled, could not start): a UI shows it as the
     terminal's last line rather than replacing the terminal."""
+    note: str | None = None
+    """A line about the run shown after its output (what the sandbox refused it)."""
 
 
 class DiffResultView(_View):

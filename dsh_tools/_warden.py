@@ -3,16 +3,23 @@
 Run as ``python -I -S _warden.py`` with a ``SOCK_SEQPACKET`` socket to the agent as its stdin; it
 imports only the standard library and is never imported by the agent (its behaviour is tested
 through ``_process``, which drives it). The *guard* forks *wardens* ahead of need and hands the
-agent a socket to each (message ``S`` with the socket in ``SCM_RIGHTS``); the agent sends a spawn
-request straight to the warden it holds, then asks for the next (``N``). Guard and wardens are
+agent a socket to each (message ``S<kind>`` with the socket in ``SCM_RIGHTS``); the agent sends a
+spawn request straight to a warden it holds, then asks for the next of that kind (``N<kind>``).
+Wardens are of two kinds: ``P`` (plain) and ``I`` (isolated: already in user, mount and network
+namespaces of their own, for the commands whose sandbox cuts the network — most of them — so that
+what costs most in a confinement is done before the command is asked for). The guard forks
+isolated wardens only once the agent asked for one. Guard and wardens are
 child subreapers (``PR_SET_CHILD_SUBREAPER``, Linux): a process that leaves its group (``setsid``,
 a double fork) and loses its parent is re-parented to its warden, never to init, so the warden can
 always find it.
 
-A request is one message: ``marshal`` of ``(argv, cwd, env)`` carrying four descriptors in
+A request is one message: ``marshal`` of ``(argv, cwd, env, plan)`` carrying four descriptors in
 ``SCM_RIGHTS`` (the command's stdin, stdout and stderr, and the warden's end of a socket pair whose
-other end the agent keeps: the *job socket*). The warden starts the command leading a new process
-group (in the guard's session, which has no controlling terminal) and speaks on the job socket:
+other end the agent keeps: the *job socket*). The warden first confines itself to the sandbox
+``plan`` if there is one (``_confine``: the command and all it starts inherit it; a plan that
+cannot be applied is a command that does not start), then starts the command leading a new
+process group (in the guard's session, which has no controlling terminal) and speaks on the job
+socket:
 
 - warden → agent: ``P<pid>`` once started (or ``F<errno>\\0<strerror>\\0<filename>`` if it could not),
   ``X<returncode>`` when the leader exits (``-N``: killed by signal N), ``E`` when no process of the
@@ -41,6 +48,14 @@ import socket
 import sys
 import time
 
+TYPE_CHECKING = False  # not typing's (see _confine)
+if TYPE_CHECKING:
+    from dsh_tools import _confine
+else:
+    # -I leaves this file's folder off sys.path: the confinement is a sibling, stdlib-only too.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _confine
+
 __all__ = ["main"]
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -48,7 +63,9 @@ _MAX_REQUEST = 4 << 20
 _KILL_PASS_S = 0.01
 """How often a tree being killed is searched again: a process re-parented to us sends no signal."""
 _READY_WARDENS = 2
-"""How many wardens the agent holds ready: two commands in quick succession need not wait for a fork."""
+"""How many wardens of a kind the agent holds ready: two commands in quick succession need not
+wait for a fork."""
+_PLAIN, _ISOLATED = b"P", b"I"
 _REPLENISH_DELAY_S = 0.003
 _GIVE_UP_S = 30.0
 """How long to keep killing a tree that will not die (a process stuck in the kernel) before leaving."""
@@ -146,12 +163,31 @@ def _start(
     )
 
 
-def _warden(requests: socket.socket) -> None:
+def _confine_for(plan: object, kind: bytes, isolation: OSError | None) -> None:
+    """Apply the request's sandbox plan (an isolated warden has its namespaces already)."""
+    if kind == _ISOLATED:
+        if isolation is not None:
+            raise isolation
+        if not isinstance(plan, dict):
+            raise OSError(errno.EINVAL, "an isolated warden starts only sandboxed commands")
+        _confine.confine(plan, isolated=True)
+    elif plan is not None:
+        _confine.confine(plan)  # type: ignore[arg-type]
+
+
+def _warden(requests: socket.socket, kind: bytes) -> None:
     """One command's keeper: a fork of the guard, made before its request comes (never returns).
 
-    Everything that does not need the request is done first, off the path of the spawn: in a
-    freshly forked process each page the code writes to is copied at first touch.
+    Everything that does not need the request is done first, off the path of the spawn: an
+    isolated warden's namespaces, and warming what runs later (in a freshly forked process each
+    page the code writes to is copied at first touch).
     """
+    isolation: OSError | None = None
+    if kind == _ISOLATED:
+        try:
+            _confine.isolate()
+        except OSError as error:  # told to the agent when it asks for a command here
+            isolation = error
     gc.disable()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -163,7 +199,8 @@ def _warden(requests: socket.socket) -> None:
     poller.register(wake_r, select.POLLIN)
     for warm in (
         lambda: _find(["sh"], {"PATH": "/"}),
-        lambda: marshal.loads(marshal.dumps(([""], None, {}))),
+        lambda: marshal.loads(marshal.dumps(([""], None, {}, None))),
+        _confine.warm,
     ):
         try:
             warm()
@@ -180,8 +217,9 @@ def _warden(requests: socket.socket) -> None:
     for fd in fds:  # descriptors received in a message come without close-on-exec
         os.set_inheritable(fd, False)
     job = socket.socket(fileno=job_fd)
-    argv, cwd, env = marshal.loads(request)
+    argv, cwd, env, plan = marshal.loads(request)
     try:
+        _confine_for(plan, kind, isolation)
         leader = _start(argv, cwd, env, stdin, stdout, stderr)
     except OSError as error:
         parts = (error.strerror or str(error), "" if error.filename is None else os.fsdecode(error.filename))
@@ -249,8 +287,8 @@ def main() -> None:
             if child not in wardens:
                 _signal(child, signal.SIGKILL)
 
-    def fork_warden() -> socket.socket:
-        """A new warden, waiting for its request on the socket returned."""
+    def fork_warden(kind: bytes) -> socket.socket:
+        """A new warden of ``kind``, waiting for its request on the socket returned."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # SIGCHLD waits until the new warden is in the set: never mistaken for a stray.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
@@ -261,7 +299,7 @@ def main() -> None:
                     agent.close()
                     ours.close()
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    _warden(theirs)
+                    _warden(theirs, kind)
                 finally:
                     os._exit(1)
             wardens.add(pid)
@@ -270,23 +308,26 @@ def main() -> None:
             theirs.close()
         return ours
 
-    def offer() -> None:
-        """Fork a warden and hand the agent its socket: the agent's next spawn goes to it directly."""
+    def offer(kind: bytes) -> None:
+        """Fork a warden of ``kind`` and hand the agent its socket: the agent's next spawn of that
+        kind goes to it directly."""
         try:
-            warden = fork_warden()
+            warden = fork_warden(kind)
         except OSError:
             return  # the agent waits for a warden, and reports it could not start the command
         try:
-            socket.send_fds(agent, [b"S"], [warden.fileno()])
+            socket.send_fds(agent, [b"S" + kind], [warden.fileno()])
         except OSError:
             pass  # the agent is gone: the warden sees its socket close, and exits
         finally:
             warden.close()
 
     signal.signal(signal.SIGCHLD, reap_wardens)
+    _confine.prepare()  # what every confinement needs, computed once, before the wardens fork
     gc.freeze()  # what exists now is never collected: a collection in a fork would copy it all
     for _ in range(_READY_WARDENS):
-        offer()
+        offer(_PLAIN)
+    isolated_offered = False
     while True:
         try:
             message = agent.recv(16)
@@ -294,10 +335,16 @@ def main() -> None:
             break
         if not message:
             break  # the agent is gone (or closed us): each warden sees its own job socket close
-        if message == b"N":  # the agent took the warden it had: prepare the next
-            # Not at once: the spawn that warden is doing would have to share the CPU with the fork.
-            time.sleep(_REPLENISH_DELAY_S)
-            offer()
+        kind = message[1:2]
+        if message[:1] == b"N" and kind in (_PLAIN, _ISOLATED):  # the agent took one: the next
+            if kind == _ISOLATED and not isolated_offered:
+                isolated_offered = True  # the first one asked for: it waits, the next is ready
+                offer(_ISOLATED)
+                time.sleep(_REPLENISH_DELAY_S)
+            else:
+                # Not at once: the spawn that warden is doing would have to share the CPU with the fork.
+                time.sleep(_REPLENISH_DELAY_S)
+            offer(kind)
     # Stay the subreaper of last resort until every warden has finished its tree.
     deadline = time.monotonic() + _GIVE_UP_S
     while time.monotonic() < deadline:

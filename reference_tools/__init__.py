@@ -31,9 +31,10 @@ __all__ = [
 ]
 
 
-def default_tools() -> list[ToolDefinition]:
-    """Every reference tool, as the CLI registers them by default."""
-    return [*bash_tools(), *fs_tools(), todo_tool(), web_fetch_tool()]
+def default_tools(*, sandbox: bool = False) -> list[ToolDefinition]:
+    """Every reference tool, as the CLI registers them by default (``sandbox``: the sessions
+    have a sandbox for commands; see ``bash_tools``)."""
+    return [*bash_tools(sandbox=sandbox), *fs_tools(), todo_tool(), web_fetch_tool()]
 
 
 def install_policies(registry: ToolRegistry) -> None:

@@ -12,8 +12,13 @@ a session of its own holds the read end of a pipe only this process writes to, a
 closes — and when this process's parent goes away (it checks every few hundredths of a second).
 This process exits as the command did (with its code, or killed by its signal).
 
-Only the standard library, and nothing of it beyond ``os``/``signal``/``sys``/``time``: it
-starts in a few milliseconds under ``-I -S``.
+With ``DSH_SANDBOX_PLAN`` in its environment (a sandbox plan, ``marshal``, base64) it first
+confines itself to that plan (``dsh_tools/_confine.py``), so the command and everything it
+starts run in the sandbox; the variable is not passed on. A plan that cannot be applied is a
+command that does not run (exit status 126).
+
+Only the standard library, and nothing of it beyond ``os``/``signal``/``sys``/``time`` (and what
+the confinement needs): it starts in a few milliseconds under ``-I -S``.
 """
 
 import os
@@ -73,10 +78,38 @@ def _end(command: int) -> int:
     return os.waitpid(command, 0)[1]
 
 
+_PLAN = "DSH_SANDBOX_PLAN"
+_CONFINE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dsh_tools")
+"""Where ``_confine`` is: ``dsh_tools`` is installed beside this package (one distribution)."""
+
+
+def _confine_self() -> str | None:
+    """Apply the sandbox plan this process was given, if any; why it could not be, else ``None``."""
+    encoded = os.environ.pop(_PLAN, None)
+    if encoded is None:
+        return None
+    import binascii  # not base64, which imports re and enum: milliseconds on every command
+    import marshal
+
+    try:
+        plan = marshal.loads(binascii.a2b_base64(encoded))
+        sys.path.insert(0, _CONFINE)
+        import _confine  # type: ignore[import-not-found]
+
+        _confine.confine(plan)
+    except Exception as error:  # whatever it was, the command must not run
+        return str(error) or type(error).__name__
+    return None
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print("usage: _guard.py PROGRAM [ARG...]", file=sys.stderr)
         return 2
+    refused = _confine_self()
+    if refused is not None:
+        print(f"{argv[0]}: not started: {refused}", file=sys.stderr)
+        return 126
     command = os.fork()
     if command == 0:
         os.setsid()

@@ -8,6 +8,8 @@ released exactly once, whatever happened.
 
 from __future__ import annotations
 
+import base64
+import marshal
 import math
 import os
 import sys
@@ -16,14 +18,17 @@ from dataclasses import dataclass
 import anyio
 
 from dsh_tools import ProgressSink, TerminalAttached, TerminalOutput
+from dsh_tools.sandbox import SandboxPolicy
 from dsh_tools.terminals import ExitStatus, HostTerminal, TerminalHost, TerminalHostError, TerminalSnapshot
 
 from ._jobs import BashSettings, command_env
 
-__all__ = ["HostedRun", "run_hosted"]
+__all__ = ["PLAN_VARIABLE", "HostedRun", "run_hosted"]
 
 _SETTLE_S = 5.0
 """How long to wait for the client once it was told to kill the command."""
+PLAN_VARIABLE = "DSH_SANDBOX_PLAN"
+"""The sandbox plan for the guard (``marshal``, base64): it takes it out before the command runs."""
 _GUARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_guard.py")
 """Clients kill only the process they started (Toad and acpx do): the command runs under this
 guard, which takes the command's whole process group down with it (see ``_guard``)."""
@@ -52,10 +57,16 @@ async def _output(terminal: HostTerminal) -> TerminalSnapshot | None:
     return None
 
 
-def _client_env(settings: BashSettings) -> dict[str, str]:
+def _client_env(settings: BashSettings, policy: SandboxPolicy | None) -> dict[str, str]:
     # Only what the local path changes on top of the environment: the client's terminal starts
     # from the client's own environment, which is not ours to scrub.
-    return command_env(settings, base={})
+    env = command_env(settings, base={})
+    if policy is None:
+        return env
+    plan = policy.spawn_plan()
+    if plan is not None:  # the guard confines itself to it before it starts the command
+        env[PLAN_VARIABLE] = base64.b64encode(marshal.dumps(plan)).decode("ascii")
+    return policy.environment(env)
 
 
 async def run_hosted(
@@ -65,17 +76,22 @@ async def run_hosted(
     settings: BashSettings,
     report: ProgressSink | None,
     time_limit: float = math.inf,
+    policy: SandboxPolicy | None = None,
 ) -> HostedRun:
-    """Run ``command`` in a new terminal of the client and wait for it (at most ``time_limit``).
+    """Run ``command`` in a new terminal of the client and wait for it (at most ``time_limit``),
+    in the sandbox ``policy`` if any (the guard applies it before it starts the command).
 
     Raises ``TerminalHostError`` only if no terminal could be created (nothing ran: the caller
     may run the command elsewhere); a failure after that ends the run with what is known.
     """
+    argv = [sys.executable, "-I", "-S", _GUARD, settings.shell, "-c", command]
+    if policy is not None:
+        argv = policy.command(argv)
     terminal = await host.create(
-        sys.executable,
-        ["-I", "-S", _GUARD, settings.shell, "-c", command],
+        argv[0],
+        argv[1:],
         cwd=cwd,
-        env=_client_env(settings),
+        env=_client_env(settings, policy),
         output_byte_limit=settings.head_bytes + settings.tail_bytes,
     )
     error: str | None = None

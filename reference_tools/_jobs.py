@@ -21,6 +21,7 @@ import anyio
 
 from dsh_tools import BOUND_BYTES, ProgressSink, SessionTasks, TerminalOutput, without_secrets
 from dsh_tools.processes import ProcessGroup, signal_name
+from dsh_tools.sandbox import SandboxPolicy
 
 from ._capture import StreamCapture
 from ._heap import keep_freed_heap
@@ -225,14 +226,21 @@ class Shell:
         self._made_dir = False
         self._paths: list[str] = []
 
-    async def start(self, command: str, cwd: str, *, background: bool) -> Job:
-        """Spawn ``command`` in ``cwd``; raises ``SpawnError`` when it cannot start."""
+    async def start(
+        self, command: str, cwd: str, *, background: bool, policy: SandboxPolicy | None = None
+    ) -> Job:
+        """Spawn ``command`` in ``cwd`` (in the sandbox ``policy``, if any); raises ``SpawnError``
+        when it cannot start."""
         if not os.path.isdir(cwd):  # noqa: ASYNC240 - one stat of a local directory
             raise SpawnError(f"the working directory {cwd} does not exist")
         env = command_env(self.settings)
         env["PWD"] = cwd  # bash trusts an inherited PWD that names the same directory (symlinks)
+        argv: list[str] = [self.settings.shell, "-c", command]
+        plan = None
+        if policy is not None:
+            env, argv, plan = policy.environment(env), policy.command(argv), policy.spawn_plan()
         try:
-            process = await ProcessGroup.spawn([self.settings.shell, "-c", command], cwd=cwd, env=env)
+            process = await ProcessGroup.spawn(argv, cwd=cwd, env=env, sandbox=plan)
         except OSError as error:
             raise SpawnError(f"could not start {self.settings.shell}: {error}") from None
         kind: Literal["cmd", "bg"] = "bg" if background else "cmd"

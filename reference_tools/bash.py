@@ -5,6 +5,12 @@ of its own) and the whole group is stopped on timeout, on cancel, when the comma
 and when the session closes; a reaper process kills it if the agent itself dies (see
 ``_process``). Secret-looking variables are dropped from its environment.
 
+Where the session has a sandbox (``dsh_tools.sandbox.CommandSandbox``), every command runs in
+it, at the level the permission gate granted the call (``workspace-write``, or ``read-only`` in
+plan mode) and with the widening a person allowed (the ``widen`` argument: ``network``, ``git``,
+paths, ``all``); when a command fails and its output shows the sandbox refused something, the
+result ends with one line saying what and how to ask for it.
+
 How they render: a foreground call is a terminal card. Its output streams live as
 ``TerminalOutput`` progress events; the result's ``meta`` carries ``exit_code``, ``signal``,
 ``cwd`` and ``error`` so ``present_result`` rebuilds the same card from a session log. Background
@@ -40,6 +46,7 @@ from dsh_tools import (
     text,
     text_of,
 )
+from dsh_tools.sandbox import CommandSandbox, SandboxPolicy, WideningError
 from dsh_tools.terminals import TerminalHost, TerminalHostError
 
 # Private names stay private here too: this module's public API is its __all__.
@@ -66,6 +73,15 @@ _BASH_PARAMETERS: SchemaSpec = {
         "type": "boolean",
         "description": "Return a task id at once; for servers, watchers.",
     },
+}
+_WIDEN: SchemaSpec = {
+    "widen": {
+        "type": "array",
+        "items": {"type": "string"},
+        # What the sandbox is, the model learns from the line a refused command ends with, which
+        # says what to ask for: the schema stays short (the first request's size is a target).
+        "description": 'Retry what the sandbox blocked with "network", "git" (write .git), paths, or "all".',
+    }
 }
 _TASK_PARAMETERS: SchemaSpec = {"task_id": {"type": "string", "required": True}}
 
@@ -130,9 +146,30 @@ def _meta(job: _Job, *, task: bool = False) -> dict[str, Any]:
     return {**meta, "task_id": job.name, "running": running} if task else meta
 
 
+def _policy(args: dict[str, Any], execution: ToolExecution, cwd: str) -> SandboxPolicy | None:
+    """The sandbox the command runs in: what the gate granted the call, else (a host without
+    the gate) the session's default with the widening asked for; ``None``: no sandbox."""
+    sandbox = execution.services.get(CommandSandbox)
+    if sandbox is None or not sandbox.available:
+        return None
+    granted = sandbox.take(execution.call_id)
+    try:
+        widening = sandbox.widening(args.get("widen"), cwd)  # one that does not read never runs
+    except WideningError as error:
+        raise ToolError(str(error)) from None
+    if granted is not None:
+        return sandbox.policy(*granted)
+    return sandbox.policy("workspace-write", widening)
+
+
+def _sandbox_note(policy: SandboxPolicy | None, output: str, cwd: str, failed: bool) -> str | None:
+    return policy.explain(output, cwd) if policy is not None and failed else None
+
+
 async def _bash(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     shell = _shell(execution)
     cwd = _workdir(args.get("workdir"), execution.cwd)
+    policy = _policy(args, execution, cwd)
     background = bool(args.get("run_in_background"))
     settings = shell.settings
     timeout = _timeout_s(
@@ -141,18 +178,18 @@ async def _bash(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     host = execution.services.get(TerminalHost)  # type: ignore[type-abstract]
     if host is not None and not background and not shell.host_failed:
         try:
-            run = await _run_hosted(host, args["command"], cwd, settings, execution.report, timeout)
+            run = await _run_hosted(host, args["command"], cwd, settings, execution.report, timeout, policy)
         except TerminalHostError as error:
             # Nothing ran: run it here, and from now on (one line, not one per command).
             shell.host_failed = True
             _log.warning("the client's terminals failed (%s); bash runs commands itself from now on", error)
         else:
-            return _hosted_output(run, cwd)
+            return _hosted_output(run, cwd, policy)
     tasks = execution.tasks
     if background and tasks is None:
         raise ToolError("this host keeps no session tasks: run the command without run_in_background")
     try:
-        job = await shell.start(args["command"], cwd, background=background)
+        job = await shell.start(args["command"], cwd, background=background, policy=policy)
     except _SpawnError as error:
         meta = {"exit_code": None, "signal": None, "cwd": cwd, "error": str(error)}
         return ToolOutput([text(f"Error: {error}")], meta=meta, is_error=True)
@@ -169,13 +206,20 @@ async def _bash(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
             meta={"task_id": job.name, "cwd": cwd},
         )
     await shell.run(job, execution.report, timeout)
-    meta = {**_meta(job), "output": job.terminal.take(final=True)}
+    output = job.terminal.take(final=True)
+    meta = {**_meta(job), "output": output}
+    body = _output_text(job, final=True)
+    note = _sandbox_note(policy, output, cwd, job.error is not None or job.exit_code != 0)
+    if note is not None:
+        meta["sandbox"] = note
     return ToolOutput(
-        [text(_output_text(job, final=True) + _status_line(meta))], meta=meta, is_error=job.error is not None
+        [text(body + _status_line(meta) + (f"\n{note}" if note else ""))],
+        meta=meta,
+        is_error=job.error is not None,
     )
 
 
-def _hosted_output(run: _HostedRun, cwd: str) -> ToolOutput:
+def _hosted_output(run: _HostedRun, cwd: str, policy: SandboxPolicy | None) -> ToolOutput:
     """The result of a command that ran in the client's terminal: what the terminal kept of the
     output (both streams as they interleaved), then the status line."""
     meta: dict[str, Any] = {
@@ -190,7 +234,11 @@ def _hosted_output(run: _HostedRun, cwd: str) -> ToolOutput:
     body = run.output if not run.output or run.output.endswith("\n") else run.output + "\n"
     if run.truncated:
         body = "[... the client's terminal kept only the end of the output ...]\n" + body
-    return ToolOutput([text(body + _status_line(meta))], meta=meta, is_error=run.error is not None)
+    note = _sandbox_note(policy, run.output, cwd, run.error is not None or run.exit_code != 0)
+    if note is not None:
+        meta["sandbox"] = note
+    status = _status_line(meta) + (f"\n{note}" if note else "")
+    return ToolOutput([text(body + status)], meta=meta, is_error=run.error is not None)
 
 
 def _task(execution: ToolExecution, task_id: str) -> _Job:
@@ -241,7 +289,9 @@ def _present_bash_call(args: dict[str, Any]) -> TerminalCallView | GenericCallVi
 
 
 def _bash_subject(args: Any, execution: ToolExecution) -> CommandSubject | None:
-    """What approving a command is about: the line, and the real directory it runs in."""
+    """What approving a command is about: the line, the real directory it runs in, and the
+    widening of the sandbox it asks for (a ``widen`` that does not read is none: the call
+    refuses it and nothing runs)."""
     if not isinstance(args, dict) or not isinstance(args.get("command"), str):
         return None
     workdir = args.get("workdir")
@@ -249,7 +299,14 @@ def _bash_subject(args: Any, execution: ToolExecution) -> CommandSubject | None:
         cwd = _workdir(workdir if isinstance(workdir, str) else None, execution.cwd)
     except ToolError:
         return CommandSubject(args["command"], None)
-    return CommandSubject(args["command"], os.path.realpath(cwd))
+    widen: tuple[str, ...] = ()
+    sandbox = execution.services.get(CommandSandbox)
+    if sandbox is not None and sandbox.available and args.get("widen"):
+        try:
+            widen = sandbox.widening(args["widen"], cwd).tokens
+        except WideningError:
+            pass
+    return CommandSubject(args["command"], os.path.realpath(cwd), widen)
 
 
 def _present_bash_result(args: dict[str, Any], result: ToolResult) -> TerminalResultView | GenericResultView:
@@ -263,7 +320,11 @@ def _present_bash_result(args: dict[str, Any], result: ToolResult) -> TerminalRe
         if output.endswith(status):  # a post-execute listener may have replaced the text
             output = output[: len(output) - len(status)]
     return TerminalResultView(
-        output=output, exit_code=meta["exit_code"], signal=meta.get("signal"), error=meta.get("error")
+        output=output,
+        exit_code=meta["exit_code"],
+        signal=meta.get("signal"),
+        error=meta.get("error"),
+        note=meta.get("sandbox"),
     )
 
 
@@ -280,24 +341,28 @@ def _present_task_result(args: dict[str, Any], result: ToolResult) -> GenericRes
     return _fenced_result(result)
 
 
-def bash_tools() -> list[ToolDefinition]:
+def bash_tools(*, sandbox: bool = False) -> list[ToolDefinition]:
     """The three bash tools: ``bash``, ``bash_output`` and ``bash_kill``.
 
     Per-session state (background tasks, spill files) lives in the session's ``Services`` and
-    ends with it; a ``BashSettings`` there changes the defaults.
+    ends with it; a ``BashSettings`` there changes the defaults. With ``sandbox`` (the host
+    gives sessions a ``CommandSandbox`` that is available) the model gets the ``widen``
+    argument (the sandbox's refusals say what to ask for); commands run in a session's sandbox
+    whenever it has one.
     """
     return [
         define_tool(
             name="bash",
             description="Run a command with `bash -c`; returns stdout, stderr and the exit status. "
             "Long output keeps head and tail; a named file holds all of it.",
-            parameters=_BASH_PARAMETERS,
+            parameters={**_BASH_PARAMETERS, **(_WIDEN if sandbox else {})},
             execute=_bash,
             present_call=_present_bash_call,
             present_result=_present_bash_result,
             kind="execute",
             approval_subject=_bash_subject,
             prompt_rules=("Commands get no input: never start interactive programs.",),
+            sandboxed=True,
         ),
         define_tool(
             name="bash_output",

@@ -409,7 +409,7 @@ def test_closing_stdin_ends_the_agent_cleanly(run: Run) -> None:
 # -- the editor experience --------------------------------------------------------------------
 
 MODEL_ID = "script:model.json"  # drive.mjs hands the agent its script as <state dir>/model.json
-MODE_IDS = ["default", "accept_edits", "plan", "bypass"]
+MODE_IDS = ["default", "accept_edits", "auto", "plan", "bypass"]
 COMMANDS = ["compact", "init", "mode", "model", "permissions", "tools", "undo"]
 REFERENCE_TOOLS = [
     "bash",

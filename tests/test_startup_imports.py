@@ -20,7 +20,6 @@ from dsh_acp.wire._client_params import NewSessionParams
 NOT_BEFORE_INITIALIZE = (
     "pydantic",
     "pydantic_core",
-    "dsh_tools",
     "reference_tools",
     "aiohttp",
     "httpx",
@@ -73,6 +72,9 @@ def test_the_path_to_initialize_imports_none_of_the_heavy_parts(tmp_path: Path) 
     loaded = set(result.stdout.split())
     assert "dsh_acp.models._scripted" in loaded  # the script was checked before serving
     assert sorted(m for m in NOT_BEFORE_INITIALIZE if m in loaded) == []
+    # Of the tools' package, only the sandbox probe (ctypes and a few files): initialize says it.
+    tools = {m for m in loaded if m == "dsh_tools" or m.startswith("dsh_tools.")}
+    assert tools <= {"dsh_tools", "dsh_tools._sandbox_support", "dsh_tools._confine"}
 
 
 # -- session/new without a validator ---------------------------------------------------------

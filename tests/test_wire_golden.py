@@ -23,6 +23,7 @@ from dsh_acp.testing import (
     wire_problems,
 )
 from dsh_acp.wire._client_profile import is_jetbrains, is_zed
+from dsh_tools.sandbox import sandbox_support
 
 ROOT = Path(__file__).parent.parent / "fixtures" / "wire"
 SCENARIOS = discover_scenarios(ROOT)
@@ -34,8 +35,17 @@ def test_every_scenario_folder_is_complete_and_no_golden_is_orphaned() -> None:
     assert [s.folder for s in SCENARIOS] == sorted(folders)
 
 
+def _needs_a_sandbox(scenario: Scenario) -> None:
+    """Skip, saying why, a scenario that pins what the OS sandbox does on a machine without one."""
+    args = list(scenario.args)
+    flags = [index for index, arg in enumerate(args) if arg == "--sandbox"]
+    if flags and args[flags[-1] + 1 : flags[-1] + 2] == ["auto"] and not sandbox_support().available:
+        pytest.skip(f"pins the OS sandbox, which this machine lacks: {sandbox_support().detail}")
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=str)
 def test_scenario_over_stdio(scenario: Scenario, golden: GoldenCheck) -> None:
+    _needs_a_sandbox(scenario)
     golden(scenario, mode="subprocess", pin_agent=True)
 
 
@@ -43,6 +53,7 @@ def test_scenario_over_stdio(scenario: Scenario, golden: GoldenCheck) -> None:
 def test_scenario_in_memory_gives_the_same_golden(scenario: Scenario, golden: GoldenCheck) -> None:
     if golden.update:
         pytest.skip("goldens are rewritten from the real process only")
+    _needs_a_sandbox(scenario)
     golden(scenario, mode="memory", pin_agent=True)
 
 

@@ -7,6 +7,7 @@ agent is even imported (``PreludeAnswers``, for ``dsh_acp.rpc._prelude``).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 from dsh_acp._config import AgentConfig
@@ -14,7 +15,10 @@ from dsh_acp._version import VERSION
 from dsh_acp.rpc._errors import RpcError, invalid_params
 from dsh_acp.wire._client_profile import ClientProfile, TerminalsChoice, client_profile
 
-__all__ = ["PROTOCOL_VERSION", "PreludeAnswers", "initialize_answer"]
+__all__ = ["PROTOCOL_VERSION", "PreludeAnswers", "initialize_answer", "sandbox_meta"]
+
+_log = logging.getLogger("dsh_acp.sandbox")
+_said: list[bool] = []
 
 PROTOCOL_VERSION = 1
 """The newest (and only) ACP version this agent speaks."""
@@ -56,12 +60,35 @@ def initialize_answer(config: AgentConfig, params: Any) -> tuple[dict[str, Any],
             **({"auth": {"logout": {}}} if config.model_source is not None else {}),
             # A prompt sent while a turn runs is queued, not refused. There is no ACP field for
             # this yet; clients look for the key claude-agent-acp introduced, so both are set.
-            "_meta": {"promptQueueing": True, "claudeCode": {"promptQueueing": True}},
+            # And whether commands run in the OS sandbox (no ACP field either).
+            "_meta": {
+                "promptQueueing": True,
+                "claudeCode": {"promptQueueing": True},
+                "sandbox": sandbox_meta(config),
+            },
         },
         "authMethods": _auth_methods(config, profile),
         "agentInfo": {"name": "dsh-acp", "title": "dsh-acp", "version": VERSION},
     }
     return result, profile
+
+
+def sandbox_meta(config: AgentConfig) -> dict[str, object]:
+    """What ``initialize`` says of the sandbox under commands; the first time, the log says it too."""
+    from dsh_tools._sandbox_support import sandbox_support  # the probe alone: no tools, no pydantic
+
+    support = sandbox_support(config.sandbox)
+    if not _said:
+        _said.append(True)
+        if support.available:
+            _log.info("commands run in the sandbox (%s)", support.detail)
+        else:
+            _log.warning(
+                "no sandbox for commands: %s; the approval rules are the only wall "
+                "(auto mode asks as default does)",
+                support.detail,
+            )
+    return support.meta()
 
 
 def _auth_methods(config: AgentConfig, profile: ClientProfile) -> list[dict[str, Any]]:

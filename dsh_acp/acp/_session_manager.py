@@ -28,6 +28,7 @@ from dsh_acp.wire._client_profile import ClientProfile
 from dsh_acp.wire._render_context import RenderContext
 from dsh_acp.wire._updates import AvailableCommandsUpdate, agent_message, notice
 from dsh_tools import Services, SessionTasks, ToolRegistry
+from dsh_tools.sandbox import CommandSandbox, sandbox_support
 
 from ._session_params import SessionWhere
 
@@ -80,6 +81,7 @@ class SessionManager:
             else None
         )
         self.instructions = ProjectInstructions(config.instruction_files)
+        self._told_sandbox = False
 
     @property
     def tools(self) -> ToolRegistry:
@@ -189,6 +191,7 @@ class SessionManager:
         # Tasks a tool leaves running (a background command) end with the session.
         registry, services = self.tools.layer(), Services(session.permissions, SessionTasks(self.background))
         services.add(registry, as_type=ToolRegistry)  # what the mode policy looks up
+        services.add(self._command_sandbox(session))
         self._add_client_services(session, registry, services)
         self._add_file_journal(session, services)
         return registry, services
@@ -204,6 +207,15 @@ class SessionManager:
         kept = KeptFiles(self.store.kept_folder(session.session_id) if self.store is not None else None)
         journal = FileJournal(inner, kept, session.record, lambda: session.prompts - 1)
         services.add(journal, as_type=FileSystem)
+
+    def _command_sandbox(self, session: Session) -> CommandSandbox:
+        """The session's sandbox for commands: its folders writable, the user's secret stores
+        and the agent's own config and state folders hidden."""
+        from dsh_acp.models._settings import default_config_path
+
+        private = [str(default_config_path().parent), *([self._state_dir] if self._state_dir else [])]
+        roots = (session.cwd, *session.additional_directories)
+        return CommandSandbox(sandbox_support(self.config.sandbox), roots, private_dirs=private)
 
     def _add_client_services(self, session: Session, registry: ToolRegistry, services: Services) -> None:
         """What the session's tools reach through the client, for what this client offers."""
@@ -371,6 +383,7 @@ class SessionManager:
 
         async def send() -> None:
             await session.send(self.commands)
+            await self._tell_no_sandbox(session)
             if failures and session.render.notices:
                 for failure in failures:
                     title, _, detail = failure.partition(": ")
@@ -391,6 +404,20 @@ class SessionManager:
             release_freed_memory()
 
         return send_and_release if restored else send
+
+    async def _tell_no_sandbox(self, session: Session) -> None:
+        """Tell the user once, with the first session a client that shows notices opens, that
+        commands run without the sandbox, and why."""
+        if self._told_sandbox or not session.render.notices:
+            return
+        self._told_sandbox = True
+        support = sandbox_support(self.config.sandbox)
+        if not support.available:
+            detail = (
+                f"{support.detail[:1].upper()}{support.detail[1:]}. Commands run with all your rights: "
+                "the approval rules are the only wall, and auto mode asks as default does."
+            )
+            await session.send(notice("warning", "Commands run without a sandbox", detail))
 
     # -- ending one ---------------------------------------------------------------------------
 

@@ -166,7 +166,7 @@ async def _undo(table: CommandTable, session: Session, runner: TurnRunner, argum
 COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("compact", "Summarize the conversation so far to free context", None, _compact),
     SlashCommand("init", "Write a starter AGENTS.md for this project", None, instruction=INIT_INSTRUCTION),
-    SlashCommand("mode", "Switch the permission mode", "default, accept_edits, plan or bypass", _mode),
+    SlashCommand("mode", "Switch the permission mode", "default, accept_edits, auto, plan or bypass", _mode),
     SlashCommand("model", "Switch the model", "a model id from the model picker", _model),
     SlashCommand(
         "permissions",

@@ -132,8 +132,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--mode",
         default="default",
-        choices=["default", "accept_edits", "plan", "bypass"],
+        choices=["default", "accept_edits", "auto", "plan", "bypass"],
         help="the permission mode new sessions start in (default: default, where edits and commands ask)",
+    )
+    parser.add_argument(
+        "--sandbox",
+        default=os.environ.get("DSH_SANDBOX", "auto"),
+        choices=["auto", "off"],
+        help="run commands in the OS sandbox wherever the system has one (auto, the default; "
+        "$DSH_SANDBOX), or never (off: the approval rules are then the only wall)",
     )
     parser.add_argument(
         "--local-fs",
@@ -232,10 +239,14 @@ def _reference_policies(registry: Any) -> None:
     install_policies(registry)
 
 
-def _reference_tools() -> list[Any]:
-    from reference_tools import default_tools
+def _reference_tools(sandbox: str) -> Callable[[], list[Any]]:
+    def load() -> list[Any]:
+        from dsh_tools.sandbox import sandbox_support
+        from reference_tools import default_tools
 
-    return list(default_tools())
+        return list(default_tools(sandbox=sandbox_support(sandbox).available))
+
+    return load
 
 
 def _task_tool() -> list[Any]:
@@ -292,7 +303,9 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
 
 def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> AgentConfig:
     config = _model_config(args.model, args.base_url, parser)
-    sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools, _task_tool]
+    sources: list[Callable[[], list[Any]]] = (
+        [] if args.no_tools else [_reference_tools(args.sandbox), _task_tool]
+    )
     if args.tools:
         sources.append(_user_tools(args.tools, parser))
     chosen: dict[str, Any] = {}
@@ -314,6 +327,7 @@ def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> A
         instruction_files=tuple(name.strip() for name in args.instructions.split(",") if name.strip()),
         terminals=args.terminals,
         default_mode=args.mode,
+        sandbox=args.sandbox,
         state_dir=Path(args.state_dir) if args.state_dir else default_state_dir(),
         log_level=args.log_level or ("info" if args.listen else "warning"),
         max_message_bytes=args.max_message_bytes,

@@ -2,8 +2,17 @@
 
 - ``default``: reads and searches run; edits, writes and commands ask;
 - ``accept_edits``: edits inside the workspace run too; commands ask;
-- ``plan``: only read-only tools run; anything else is denied with a note that this is plan mode;
-- ``bypass``: everything runs (for trusted sandboxes).
+- ``auto``: commands in the sandbox and edits inside the workspace run; a command that asks to
+  widen the sandbox asks, and so does every other tool that is not a read; where there is no
+  sandbox, it asks as ``default`` does;
+- ``plan``: only read-only tools run, and commands in a read-only sandbox (none that widens it;
+  without a sandbox, no command); anything else is denied with a note that this is plan mode;
+- ``bypass``: everything runs, commands without the sandbox (for trusted sandboxes).
+
+A tool that declares ``sandboxed`` (``bash``) runs its calls in the session's
+``CommandSandbox``: the gate records the level each call was allowed at (``read-only`` in plan
+mode, none in bypass, else ``workspace-write``) and the widening its person allowed, which the
+call takes when it runs. Whatever the mode, a widened command says its widening first on its card.
 
 A tool of kind ``fetch`` asks in every mode but ``bypass``, ``plan`` included (it changes nothing
 here, but its request leaves the machine, and a URL can carry what the model read).
@@ -26,6 +35,7 @@ from dsh_acp.wire._updates import SessionModeState
 from dsh_tools import (
     Allow,
     Ask,
+    CommandSubject,
     Deny,
     PathSubject,
     PreExecuteListener,
@@ -35,6 +45,7 @@ from dsh_tools import (
     ToolExecution,
     ToolRegistry,
 )
+from dsh_tools.sandbox import CommandSandbox, Widening
 
 if TYPE_CHECKING:  # the rules module loads with the first session that can remember answers
     from ._approvals import ProjectRules
@@ -43,13 +54,21 @@ if TYPE_CHECKING:  # the rules module loads with the first session that can reme
 
 __all__ = ["MODES", "ModeId", "PermissionState", "mode_gate", "modes_wire"]
 
-ModeId = Literal["default", "accept_edits", "plan", "bypass"]
+ModeId = Literal["default", "accept_edits", "auto", "plan", "bypass"]
 
 MODES: dict[str, tuple[str, str]] = {
     "default": ("Default", "Reads and searches run; edits, writes and commands ask first."),
     "accept_edits": ("Accept edits", "Edits inside the workspace run; commands still ask first."),
-    "plan": ("Plan", "Read-only: the agent explores and proposes; nothing is changed."),
-    "bypass": ("Bypass permissions", "Everything runs without asking (trusted sandboxes only)."),
+    "auto": (
+        "Auto",
+        "Commands in the sandbox and edits inside the workspace run; widening the sandbox asks first "
+        "(without a sandbox, as Default).",
+    ),
+    "plan": (
+        "Plan",
+        "Read-only: the agent explores (commands in a read-only sandbox) and proposes; nothing is changed.",
+    ),
+    "bypass": ("Bypass permissions", "Everything runs without asking or sandbox (trusted sandboxes only)."),
 }
 
 _READING = frozenset({"read", "search", "think"})
@@ -107,6 +126,38 @@ def modes_wire(state: PermissionState) -> SessionModeState:
     }
 
 
+def _confined(
+    definition: ToolDefinition | None, execution: ToolExecution
+) -> tuple[CommandSandbox, Widening] | None:
+    """The session's sandbox and the widening asked for, when ``definition``'s calls run in it."""
+    if definition is None or not definition.sandboxed:
+        return None
+    sandbox = execution.services.get(CommandSandbox)
+    if sandbox is None or not sandbox.available:
+        return None
+    subject = definition.subject_of(execution)
+    return sandbox, Widening(subject.widen if isinstance(subject, CommandSubject) else ())
+
+
+def _plan_decision(
+    decision: PreToolDecision, execution: ToolExecution, confined: tuple[CommandSandbox, Widening] | None
+) -> PreToolDecision | None:
+    """Plan mode's answer for a call that is not read-only (``None`` for one that is)."""
+    if confined is None:
+        return Deny(
+            f"the session is in plan mode, where only read-only tools run ({execution.name} is not one); "
+            "describe the change instead, and the user can switch modes to let it run"
+        )
+    sandbox, widening = confined
+    if widening.tokens:
+        return Deny(
+            "the session is in plan mode, where commands run in a read-only sandbox that cannot be "
+            "widened; propose the command instead, and the user can switch modes to let it run"
+        )
+    sandbox.grant(execution.call_id, "read-only")
+    return decision if isinstance(decision, Ask) else Allow()
+
+
 def mode_gate(registry: ToolRegistry, agent_folders: Sequence[str] = ()) -> PreExecuteListener:
     """The mode policy for every session of ``registry`` (each session's state is in its services).
 
@@ -120,11 +171,14 @@ def mode_gate(registry: ToolRegistry, agent_folders: Sequence[str] = ()) -> PreE
             return decision
         state = execution.services.get(PermissionState)
         mode = state.mode if state is not None else "default"
-        if mode == "bypass":
-            return Allow()
         # The session's own layer (its MCP tools, ask_user) if the host registered it, else ours.
         scoped = execution.services.get(ToolRegistry) or registry
         definition = scoped.get(execution.name)
+        confined = _confined(definition, execution)
+        if mode == "bypass":
+            if confined is not None:
+                confined[0].grant(execution.call_id, None)
+            return Allow()
         kind = definition.kind if definition is not None else "other"
         read_only = definition is not None and definition.read_only
         asked, clean = None, False
@@ -134,13 +188,16 @@ def mode_gate(registry: ToolRegistry, agent_folders: Sequence[str] = ()) -> PreE
         if kind in _NETWORK and not isinstance(decision, Ask):
             return asked or Ask(f"{kind} tools ask first in every mode but bypass (they reach the network)")
         if mode == "plan" and not read_only:
-            return Deny(
-                f"the session is in plan mode, where only read-only tools run ({execution.name} is not one); "
-                "describe the change instead, and the user can switch modes to let it run"
-            )
+            planned = _plan_decision(decision, execution, confined)
+            if planned is not None:
+                return planned
         if asked is not None:
             return asked
-        result = decision if isinstance(decision, Ask) else _by_mode(mode, kind, read_only)
+        if confined is not None:
+            confined[0].grant(execution.call_id, "workspace-write", confined[1])
+        result = (
+            decision if isinstance(decision, Ask) else _by_mode(mode, kind, read_only, execution, confined)
+        )
         if clean and isinstance(result, Ask):
             from ._declared_paths import PreviewableCalls
 
@@ -150,12 +207,37 @@ def mode_gate(registry: ToolRegistry, agent_folders: Sequence[str] = ()) -> PreE
     return gate
 
 
-def _by_mode(mode: str, kind: str, read_only: bool) -> Allow | Ask:
+def _by_mode(
+    mode: str,
+    kind: str,
+    read_only: bool,
+    execution: ToolExecution,
+    confined: tuple[CommandSandbox, Widening] | None,
+) -> Allow | Ask:
+    """What the mode says of a call no other policy decided."""
     if read_only or kind in _READING:
         return Allow()
-    if mode == "accept_edits" and kind in _EDITING:
+    widening = confined[1] if confined is not None else Widening()
+    if mode == "auto" and _has_sandbox(execution):
+        if confined is not None:
+            return Allow() if not widening.tokens else Ask(_widening_reason(widening))
+        if kind in _EDITING:
+            return Allow()
+    elif mode == "accept_edits" and kind in _EDITING:
         return Allow()
+    if widening.tokens:
+        return Ask(_widening_reason(widening))
     return Ask(f"{kind} tools ask first in {MODES[mode][0].lower()} mode")
+
+
+def _has_sandbox(execution: ToolExecution) -> bool:
+    """Whether commands of this session run in a sandbox (``auto`` asks as ``default`` without)."""
+    sandbox = execution.services.get(CommandSandbox)
+    return sandbox is not None and sandbox.available
+
+
+def _widening_reason(widening: Widening) -> str:
+    return f"the command asks to run {widening.phrase()}"
 
 
 def _declared(

@@ -4,13 +4,15 @@ saying exactly what choosing it remembers."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from dsh_acp._safe_text import visible
 from dsh_acp.wire._client_requests import PermissionOption
-from dsh_tools import ApprovalSubject, CommandSubject, PathSubject
+from dsh_tools import ApprovalSubject, CommandSubject, PathSubject, shown_text
+from dsh_tools.sandbox import Widening
 
 from ._rules import STATEFUL, Place, Rule, inside, rule_for, spell
 from ._shellwords import split_command_line
@@ -32,6 +34,21 @@ class Option:
 
     def wire(self) -> PermissionOption:
         return {"optionId": self.option_id, "name": self.name, "kind": self.kind}
+
+
+def _code(text: str) -> str:
+    """``text`` as inline code, its fence longer than any run of backticks in it."""
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _widened(subject: CommandSubject) -> str:
+    """The card's first line for a command that widens the sandbox: "Run `npm install` with
+    network access." (the command itself when it is one short line, else "this command")."""
+    command = shown_text(subject.command.strip())
+    shown = _code(command) if len(command) <= 80 and "\n" not in command else "this command"
+    return f"Run {shown} {Widening(subject.widen).phrase()}."
 
 
 def _join(phrases: Sequence[str]) -> str:
@@ -78,6 +95,8 @@ class Question:
         if not isinstance(subject, CommandSubject):
             return None
         notes = []
+        if subject.widen:
+            notes.append(_widened(subject))
         if subject.cwd is not None and not self.cwd_inside:
             notes.append(f"Runs outside the workspace, in `{visible(subject.cwd)}`.")
         elif subject.cwd is not None and self.roots and subject.cwd != self.roots[0]:
@@ -96,8 +115,8 @@ class Question:
         """The narrowest rules that would cover this question."""
         subject, tool = self.subject, self.tool
         if isinstance(subject, CommandSubject):
-            if self.parts is None:
-                return (Rule(tool, "line", text=subject.command),)
+            if self.parts is None or subject.widen:
+                return (Rule(tool, "line", text=subject.command, widen=subject.widen),)
             return tuple(dict.fromkeys(rule_for(tool, words, self.place) for words in self.parts))
         if isinstance(subject, PathSubject):
             return (Rule(tool, "path", text=subject.path, verb=subject.verb),)
@@ -113,7 +132,8 @@ class Question:
         return next((r for r in mine if r.kind == "tool"), None)
 
     def _command_covered(self, subject: CommandSubject, mine: list[Rule], *, any_part: bool) -> Rule | None:
-        if self.parts is None:
+        mine = [rule for rule in mine if rule.widen == subject.widen]  # never across widenings
+        if self.parts is None or subject.widen:
             return next((r for r in mine if r.kind == "line" and r.text == subject.command), None)
         if not any_part and len(self.parts) > 1 and any(p[0] in STATEFUL for p in self.parts):
             return None  # `cd elsewhere && allowed`: the next part no longer means what it says
@@ -138,7 +158,7 @@ class Question:
         """The rules an "always" answer adds: one per part not yet covered (all, if the label
         would be too long to read, as exact rules)."""
         known = list(known)
-        if isinstance(self.subject, CommandSubject) and self.parts is not None:
+        if isinstance(self.subject, CommandSubject) and self.parts is not None and not self.subject.widen:
             missing = [
                 rule
                 for rule, words in zip(self._own_per_part(), self.parts, strict=True)
@@ -165,9 +185,15 @@ class Question:
         """
         allow = self._remember(known_allow)
         reject = self._own
-        if isinstance(self.subject, CommandSubject) and self.parts is not None and len(self.parts) > 1:
+        subject = self.subject
+        if (
+            isinstance(subject, CommandSubject)
+            and self.parts is not None
+            and len(self.parts) > 1
+            and not subject.widen
+        ):
             # Rejecting a compound line rejects that line, not each of its parts everywhere.
-            reject = (Rule(self.tool, "line", text=self.subject.command),)
+            reject = (Rule(self.tool, "line", text=subject.command),)
         project = project and names_shown
         options = [Option("allow_once", "Allow", "allow_once")]
 

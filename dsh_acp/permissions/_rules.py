@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dsh_tools import PathSubject
+from dsh_tools.sandbox import Widening
 
 from ._command_shapes import Place, command_key, free_arguments
 from ._shellwords import split_command_line
@@ -87,9 +88,14 @@ class Rule:
     """``line``: the exact command line; ``path``/``folder``: the real path; ``tool``: unused."""
     verb: str = ""
     """``path`` and ``folder``: read, write, edit, search or list."""
+    widen: tuple[str, ...] = ()
+    """``line`` only: the sandbox widening the command runs with (``Widening`` tokens); a rule
+    covers a command with exactly its widening, and a widened command only by its exact line."""
 
     def phrase(self) -> str:
         """What the rule covers, as the option's label says it."""
+        if self.widen:
+            return f"exactly this command line {Widening(self.widen).phrase()}"
         if self.kind == "prefix":
             return f"`{spell(self.words)}` commands"
         if self.kind == "exact":
@@ -111,6 +117,8 @@ class Rule:
             out["text"] = self.text
         if self.verb:
             out["verb"] = self.verb
+        if self.widen:
+            out["widen"] = list(self.widen)
         return out
 
     def covers_words(self, words: tuple[str, ...], place: Place, *, allowing: bool = True) -> bool:
@@ -139,13 +147,18 @@ def rule_from_json(data: Any) -> Rule | None:
         return None
     tool, kind = data.get("tool"), data.get("kind")
     words, text, verb = data.get("words", []), data.get("text", ""), data.get("verb", "")
+    widen = data.get("widen", [])
     if not isinstance(tool, str) or kind not in ("tool", "prefix", "exact", "line", "path", "folder"):
         return None
     if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
         return None
     if not isinstance(text, str) or not isinstance(verb, str):
         return None
-    rule = Rule(tool, kind, tuple(words), text, verb)
+    if not isinstance(widen, list) or not all(isinstance(w, str) and w for w in widen):
+        return None
+    if widen and kind != "line":
+        return None  # a widened command is only ever remembered by its exact line
+    rule = Rule(tool, kind, tuple(words), text, verb, tuple(sorted(set(widen))))
     if (kind in ("prefix", "exact") and not words) or (kind in ("line", "path", "folder") and not text):
         return None
     if kind == "prefix" and command_key(words) != rule.words:

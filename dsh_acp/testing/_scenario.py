@@ -116,6 +116,10 @@ class _Run:
             str(state),
             "--model",
             f"script:{model}",
+            # Whether a machine has the OS sandbox is not the scenario's: off, unless its own
+            # args turn it on (the last --sandbox wins) to pin what the sandbox does.
+            "--sandbox",
+            "off",
             *self.scenario.args,
         ]
 

@@ -439,6 +439,7 @@ def _terminal_finish(
         output = text_of(result.content)
     title = terminal.title if terminal and terminal.title else None
     line = _exit_line(exit_code, signal)
+    after = visible(terminal.note, lines=True) if terminal and terminal.note else None  # it quotes paths
 
     if ctx.terminal_key is not None and attached is None:  # the client draws the exit itself
         updates: list[ToolCallUpdate] = []
@@ -446,6 +447,9 @@ def _terminal_finish(
         if reason:
             separator = "\n" if tail and not tail.endswith("\n") else ""
             tail += f"{separator}[{reason}]\n"
+        if after:  # after what the terminal shows last: this tail, else what streamed
+            shown = tail or (output if streamed else None) or ""
+            tail += ("\n" if shown and not shown.endswith("\n") else "") + f"{after}\n"
         chunk = output_chunk(info, tail, ctx)
         if chunk is not None:
             updates.append(chunk)
@@ -458,7 +462,7 @@ def _terminal_finish(
     if line is not None:
         title = f"{title or _shown_title(info)} ({line[0].lower()}{line[1:]})"
     if attached is not None:  # the client's terminal shows the output; the card keeps it
-        note = "\n\n".join(part for part in (line, reason) if part)
+        note = "\n\n".join(part for part in (line, reason, after) if part)
         update = tool_call_update(
             info.call_id, status, title=title, content=_attached_content(info, attached, note or None)
         )
@@ -475,6 +479,8 @@ def _terminal_finish(
         parts.append("(no output)")
     if reason:
         parts.append(reason)
+    if after:
+        parts.append(after)
     return [
         tool_call_update(
             info.call_id, status, title=title, content=_content([TextBlock(text="\n\n".join(parts))])

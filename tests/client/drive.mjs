@@ -523,5 +523,6 @@ try {
   for (const terminal of terminals.values()) killGroup(terminal);
 }
 output.agentStderr = agentStderr;
-process.stdout.write(JSON.stringify(output, null, 2) + "\n");
-process.exit(output.error ? 1 : 0);
+// Exit once the report is out: to a pipe, stdout is written asynchronously, and process.exit
+// right after the write cut reports longer than the pipe's 64 KiB.
+process.stdout.write(JSON.stringify(output, null, 2) + "\n", () => process.exit(output.error ? 1 : 0));
