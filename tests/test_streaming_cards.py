@@ -327,6 +327,25 @@ async def test_a_plan_shows_its_entries_as_they_stream(acp_schema: AcpSchema, tm
     assert cards == []  # a plan is the session's plan, never a tool card
 
 
+async def test_an_entry_the_throttle_held_back_shows_though_the_stream_pauses(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    # Pieces that come faster than the throttle's interval, then a pause (a model thinking for
+    # seconds mid-call): the entry that became whole with the last piece before the pause shows
+    # once the interval is over, not when the next piece comes.
+    streamed = stream_reply(*_plan_pieces("call_p", _PLAN), chunk(finish="tool_calls"), hold_after=3)
+    replies = [streamed, stream_reply(chunk("Planned."), chunk(finish="stop"))]
+    async with (
+        FakeOpenAI(replies, title="Plan") as server,
+        _session(acp_schema, server, tmp_path) as (client, sid),
+    ):
+        async with _prompting(client, sid, "Plan it") as answer:
+            await client.wait_for(lambda _: _wire(*_PLAN[:2]) in _plans(client, sid))
+            server.resume()
+        assert answer == [{"stopReason": "end_turn"}]
+        assert _plans(client, sid)[-1] == _wire(*_PLAN)
+
+
 @pytest.mark.parametrize("ending", ["invalid", "cancelled", "cut off"])
 async def test_a_streamed_plan_the_tool_does_not_keep_gives_way_to_the_one_before(
     acp_schema: AcpSchema, tmp_path: Path, ending: str

@@ -20,10 +20,16 @@ pieces costs a few parses, not thousands.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+from anyio.abc import TaskGroup
 
 from dsh_acp.models._model import ToolCallArguments, ToolCallRequest, ToolCallStart
 from dsh_acp.wire._bridge import CallInfo, announce_call, logged_plan_update, plan_update, relativize_title
@@ -37,6 +43,8 @@ if TYPE_CHECKING:
     from dsh_tools import ToolDefinition
 
 __all__ = ["StreamingCards", "preview_plan", "preview_title"]
+
+_log = logging.getLogger("dsh_acp.streaming")
 
 _GROWTH: Final = 1.25
 """The arguments are parsed again once they are this many times as long as at the last parse."""
@@ -168,17 +176,23 @@ class _Preview:
     """Length of the arguments at the last parse."""
     changed: float = 0.0
     """When what it shows last changed (``time.monotonic``)."""
+    held: str | None = None
+    """Arguments the throttle held back (parsed when the interval is over, if no piece came)."""
 
-    def due(self, length: int) -> float | None:
-        """The time now if arguments ``length`` long are to be parsed again (they grew enough,
-        and what they show changed at least ``_INTERVAL`` ago), which counts as their parse;
-        else ``None``."""
-        if length < self.parsed * _GROWTH:
+    def due(self, text: str) -> float | None:
+        """The time now if ``text`` is to be parsed again (it grew enough, and what it shows
+        changed at least ``_INTERVAL`` ago), which counts as its parse; else ``None`` (and the
+        text is held when only the interval stands in the way)."""
+        if len(text) < self.parsed * _GROWTH:
+            if self.held is not None:
+                self.held = text  # the timer parses the newest
             return None
         now = time.monotonic()
         if self.changed and now - self.changed < _INTERVAL:
-            return None  # parsed again with the next piece
-        self.parsed = length
+            self.held = text
+            return None
+        self.parsed = len(text)
+        self.held = None
         return now
 
 
@@ -209,6 +223,9 @@ class StreamingCards:
         self._cards: dict[str, _Card] = {}
         self._plans: dict[str, _Plan] = {}
         """The streaming calls of plan tools, by unique id, until their call is taken."""
+        self._timers: TaskGroup | None = None
+        self._waiting: set[_Card | _Plan] = set()
+        """The previews a timer will parse again."""
 
     async def started(self, start: ToolCallStart) -> None:
         """A ``pending`` card for a call whose arguments are still streaming (titled by its tool
@@ -241,17 +258,41 @@ class StreamingCards:
         card.pop("rawInput", None)
         await self._session.send(card)
 
+    @asynccontextmanager
+    async def timers(self) -> AsyncIterator[None]:
+        """While a response streams: a preview the throttle held back is shown when its interval
+        is over, though no piece comes after it (a model may pause for seconds mid-call)."""
+        failed: Exception | None = None
+        async with anyio.create_task_group() as group:
+            self._timers = group
+            try:
+                yield
+            except Exception as error:  # the response's own (the model's): raised as it is, below
+                failed = error
+            finally:
+                self._timers = None
+                group.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+
     async def grew(self, event: ToolCallArguments) -> None:
         """The call's arguments grew: retitle its card if the presenter now says more."""
         call_id = self._ids.get(event.id)
-        card = self._cards.get(call_id) if call_id is not None else None
-        if card is None:
-            if call_id in self._plans:
-                await self._plan_grew(self._plans[call_id], event.text)
+        if call_id is None:
             return
-        if card.definition.present_call is None or (now := card.due(len(event.text))) is None:
+        card = self._cards.get(call_id)
+        if card is not None:
+            await self._card_grew(card, event.text)
+        elif call_id in self._plans:
+            await self._plan_grew(self._plans[call_id], event.text)
+
+    async def _card_grew(self, card: _Card, text: str) -> None:
+        if card.definition.present_call is None:
             return
-        title = preview_title(card.definition, event.text, self._session.cwd)
+        if (now := card.due(text)) is None:
+            self._hold(card)
+            return
+        title = preview_title(card.definition, text, self._session.cwd)
         if title is None or title == card.title:
             return
         card.title, card.changed = title, now
@@ -260,7 +301,8 @@ class StreamingCards:
     async def _plan_grew(self, stream: _Plan, text: str) -> None:
         """Show the entries of a streaming plan that are whole, when there are more of them (on
         growth, at most every ``_INTERVAL``, as a card's title)."""
-        if (now := stream.due(len(text))) is None:
+        if (now := stream.due(text)) is None:
+            self._hold(stream)
             return
         view = preview_plan(stream.definition, text)
         if view is None:
@@ -271,6 +313,30 @@ class StreamingCards:
             return
         stream.shown, stream.changed = entries, now
         await self._session.send(update)
+
+    def _hold(self, preview: _Card | _Plan) -> None:
+        """Parse the held arguments once the interval is over (once per preview and interval)."""
+        if preview.held is None or self._timers is None or preview in self._waiting:
+            return
+        self._waiting.add(preview)
+        self._timers.start_soon(self._when_due, preview)
+
+    async def _when_due(self, preview: _Card | _Plan) -> None:
+        try:
+            await anyio.sleep(max(preview.changed + _INTERVAL - time.monotonic(), 0.0))
+        finally:
+            self._waiting.discard(preview)
+        text = preview.held
+        if text is None:
+            return  # a later piece was parsed meanwhile
+        try:
+            if isinstance(preview, _Card):
+                if self._cards.get(preview.call_id) is preview:
+                    await self._card_grew(preview, text)
+            elif preview in self._plans.values():
+                await self._plan_grew(preview, text)
+        except Exception:  # the connection is gone: the response's next update says so
+            _log.debug("a held preview could not be shown", exc_info=True)
 
     def take_plan(self, call_id: str) -> bool:
         """Whether a plan was shown while the call streamed (its result must then replace it:

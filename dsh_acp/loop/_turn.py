@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 import anyio
 import orjson
@@ -24,6 +24,7 @@ from dsh_acp.models._model import (
     FinishReason,
     Message,
     ModelError,
+    ModelEvent,
     ModelRequest,
     ReasoningDelta,
     TextDelta,
@@ -306,75 +307,23 @@ class TurnRunner:
         )
         self._requests += 1
         self.requests_made += 1
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: list[ToolCallRequest] = []
-        finish: FinishReason = "stop"
-        ids: dict[str, str] = {}
-        texted = False
-        send = session.send
+        response = _Response(self, request, keep=keep, compaction_id=compaction_id, quiet=quiet)
         try:
-            async for event in session.model.stream(request):
-                if type(event) is TextDelta:
-                    text.append(event.text)
-                    message_id = ids.get("text") or ids.setdefault("text", self._new_id())
-                    if compaction_id is not None:
-                        if not quiet:
-                            await send(summary_chunk(event.text, message_id, compaction_id, session.render))
-                        continue
-                    shown = event.text
-                    if shown and not texted:  # the step's first text (a replay does the same)
-                        texted = True
-                        if self._texted:
-                            shown = STEP_BREAK + shown
-                        self._texted = True
-                    await send(agent_message(shown, message_id))
-                elif type(event) is ReasoningDelta:
-                    reasoning.append(event.text)
-                    if not session.show_reasoning:
-                        continue
-                    thought_id = ids.get("thought") or ids.setdefault("thought", self._new_id())
-                    await send(agent_thought(event.text, thought_id))
-                elif type(event) is ToolCallArguments:
-                    await self._streaming.grew(event)
-                elif type(event) is ToolCallRequest:
-                    calls.append(self._streaming.complete(event))
-                elif type(event) is ToolCallStart:
-                    if keep:
-                        await self._streaming.started(event)
-                elif type(event) is Usage:
-                    self.last_usage = event
-                    if event.input_tokens > 0 and (session.chars_per_token is None or session.usage_mark < 0):
-                        # Learned once, and again after a compaction: counting every request's
-                        # characters would make each step cost O(history).
-                        chars = self._request_chars(request.messages)
-                        session.chars_per_token = min(max(chars / event.input_tokens, 2.0), 6.0)
-                    if keep:
-                        session.usage = event
-                        await self._usage(event)
-                elif type(event) is Finish:
-                    finish = event.reason
+            async with self._streaming.timers():
+                async for event in session.model.stream(request):
+                    if type(event) is TextDelta:  # nearly every event: no dispatch on the way
+                        await response.text(event)
+                    else:
+                        await response.read(event)
         finally:
             # Also when cancelled mid-stream: what the user saw stays in the conversation and log.
-            message = AssistantMessage(
-                text="".join(text), reasoning="".join(reasoning), tool_calls=tuple(calls)
-            )
-            self.last_text_id = ids.get("text")
+            message = response.message()
+            self.last_text_id = response.ids.get("text")
             with anyio.CancelScope(shield=True):  # closed also when the stream failed or was cancelled
-                await self._streaming.response_ended({call.id for call in calls})
-            if keep and (text or reasoning or calls):
-                session.record(
-                    AssistantReply(
-                        message.text,
-                        message.reasoning,
-                        ids.get("text"),
-                        ids.get("thought"),
-                        message.tool_calls,
-                    )
-                )
-            if keep and session.usage is self.last_usage:
-                session.usage_mark = len(session.history)  # the usage counted up to here
-        return message, finish
+                await self._streaming.response_ended({call.id for call in response.calls})
+            if keep:
+                response.record(message)
+        return message, response.finish
 
     def _metadata(self) -> dict[str, Any]:
         """Where the request stands (a scripted model plays its step from it)."""
@@ -417,3 +366,116 @@ def cost_with(cost: Decimal | None, model: Model | None, usage: Usage) -> Decima
     model_name, provider = price_ref
     added = request_cost(model_name, provider, usage.input_tokens, usage.output_tokens)
     return cost if added is None else (cost or 0) + added
+
+
+class _Response:
+    """One model response as it streams: its text and thoughts go to the editor as they come,
+    its calls' cards stream in, its usage is counted; what it said is kept once it is over."""
+
+    __slots__ = (
+        "calls",
+        "compaction_id",
+        "finish",
+        "ids",
+        "keep",
+        "quiet",
+        "reasoning",
+        "request",
+        "runner",
+        "said",
+        "texted",
+    )
+
+    def __init__(
+        self, runner: TurnRunner, request: ModelRequest, *, keep: bool, compaction_id: str | None, quiet: bool
+    ) -> None:
+        self.runner = runner
+        self.request = request
+        self.keep = keep
+        self.compaction_id = compaction_id
+        """The compaction this response writes the summary of (its text is shown as that)."""
+        self.quiet = quiet
+        self.said: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: list[ToolCallRequest] = []
+        self.finish: FinishReason = "stop"
+        self.ids: dict[str, str] = {}
+        """The message ids of the response's text and thought, made as each first streams."""
+        self.texted = False
+
+    def _id(self, key: str) -> str:
+        return self.ids.get(key) or self.ids.setdefault(key, self.runner._new_id())
+
+    async def text(self, event: TextDelta) -> None:
+        self.said.append(event.text)
+        runner, message_id = self.runner, self._id("text")
+        session = runner.session
+        if self.compaction_id is not None:
+            if not self.quiet:
+                await session.send(summary_chunk(event.text, message_id, self.compaction_id, session.render))
+            return
+        shown = event.text
+        if shown and not self.texted:  # the step's first text (a replay does the same)
+            self.texted = True
+            if runner._texted:
+                shown = STEP_BREAK + shown
+            runner._texted = True
+        await session.send(agent_message(shown, message_id))
+
+    async def read(self, event: ModelEvent) -> None:
+        """Any event of the response (``text`` takes the text on its own, first)."""
+        streaming = self.runner._streaming
+        match event:
+            case TextDelta():
+                await self.text(event)
+            case ReasoningDelta():
+                self.reasoning.append(event.text)
+                if self.runner.session.show_reasoning:
+                    await self.runner.session.send(agent_thought(event.text, self._id("thought")))
+            case ToolCallArguments():
+                await streaming.grew(event)
+            case ToolCallRequest():
+                self.calls.append(streaming.complete(event))
+            case ToolCallStart():
+                if self.keep:
+                    await streaming.started(event)
+            case Usage():
+                await self._usage(event)
+            case Finish():
+                self.finish = event.reason
+            case _:
+                assert_never(event)
+
+    async def _usage(self, event: Usage) -> None:
+        runner = self.runner
+        session = runner.session
+        runner.last_usage = event
+        if event.input_tokens > 0 and (session.chars_per_token is None or session.usage_mark < 0):
+            # Learned once, and again after a compaction: counting every request's characters
+            # would make each step cost O(history).
+            chars = runner._request_chars(self.request.messages)
+            session.chars_per_token = min(max(chars / event.input_tokens, 2.0), 6.0)
+        if self.keep:
+            session.usage = event
+            await runner._usage(event)
+
+    def message(self) -> AssistantMessage:
+        return AssistantMessage(
+            text="".join(self.said), reasoning="".join(self.reasoning), tool_calls=tuple(self.calls)
+        )
+
+    def record(self, message: AssistantMessage) -> None:
+        """Log what the response said (if it said anything), and where its usage counted to."""
+        session = self.runner.session
+        if self.said or self.reasoning or self.calls:
+            session.record(
+                AssistantReply(
+                    message.text,
+                    message.reasoning,
+                    self.ids.get("text"),
+                    self.ids.get("thought"),
+                    message.tool_calls,
+                )
+            )
+        if session.usage is self.runner.last_usage:
+            session.usage_mark = len(session.history)  # the usage counted up to here
