@@ -40,6 +40,8 @@ from dsh_acp.session._session import Session
 from dsh_acp.wire._bridge import summary_chunk
 from dsh_acp.wire._updates import (
     STEP_BREAK,
+    AgentMessageChunk,
+    CompactionSummaryChunk,
     Notice,
     agent_message,
     agent_thought,
@@ -309,12 +311,17 @@ class TurnRunner:
         self.requests_made += 1
         response = _Response(self, request, keep=keep, compaction_id=compaction_id, quiet=quiet)
         try:
+            send, said, message_id = session.send, response.said, response.text_id
             async with self._streaming.timers():
                 async for event in session.model.stream(request):
-                    if type(event) is TextDelta:  # nearly every event: no dispatch on the way
-                        await response.text(event)
+                    # Nearly every event is a piece of text, shown here: a chunk's every call
+                    # counts (bench/README.md, "Shapes the benches chose").
+                    if type(event) is TextDelta and message_id is not None:
+                        said.append(event.text)
+                        await send(agent_message(event.text, message_id))
                     else:
                         await response.read(event)
+                        message_id = response.text_id
         finally:
             # Also when cancelled mid-stream: what the user saw stays in the conversation and log.
             message = response.message()
@@ -383,6 +390,7 @@ class _Response:
         "request",
         "runner",
         "said",
+        "text_id",
         "texted",
     )
 
@@ -402,32 +410,37 @@ class _Response:
         self.ids: dict[str, str] = {}
         """The message ids of the response's text and thought, made as each first streams."""
         self.texted = False
+        self.text_id: str | None = None
+        """The message id of the answer's text once it began (its next pieces go straight out)."""
 
     def _id(self, key: str) -> str:
         return self.ids.get(key) or self.ids.setdefault(key, self.runner._new_id())
 
-    async def text(self, event: TextDelta) -> None:
+    def text(self, event: TextDelta) -> AgentMessageChunk | CompactionSummaryChunk | None:
+        """The update that shows a piece of the response's text (``None``: a quiet summary)."""
         self.said.append(event.text)
         runner, message_id = self.runner, self._id("text")
-        session = runner.session
         if self.compaction_id is not None:
-            if not self.quiet:
-                await session.send(summary_chunk(event.text, message_id, self.compaction_id, session.render))
-            return
+            if self.quiet:
+                return None
+            return summary_chunk(event.text, message_id, self.compaction_id, runner.session.render)
         shown = event.text
         if shown and not self.texted:  # the step's first text (a replay does the same)
             self.texted = True
+            self.text_id = message_id
             if runner._texted:
                 shown = STEP_BREAK + shown
             runner._texted = True
-        await session.send(agent_message(shown, message_id))
+        return agent_message(shown, message_id)
 
     async def read(self, event: ModelEvent) -> None:
         """Any event of the response (``text`` takes the text on its own, first)."""
         streaming = self.runner._streaming
         match event:
             case TextDelta():
-                await self.text(event)
+                update = self.text(event)
+                if update is not None:
+                    await self.runner.session.send(update)
             case ReasoningDelta():
                 self.reasoning.append(event.text)
                 if self.runner.session.show_reasoning:
