@@ -10,9 +10,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from dsh_acp._config import VERSION
 from dsh_acp.launch._flags import build_launch
 
 __all__ = ["main"]
@@ -60,26 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve_network(config, launch.listen)
     if sys.stdin.isatty():
-        _greet(sys.stderr)
+        from ._greeting import greet  # someone typed the command: never on an editor's path
+
+        greet(sys.stderr, config, launch.model)
     from dsh_acp.launch._serve import serve_stdio
 
     return serve_stdio(config, max_message_bytes=config.max_message_bytes)
-
-
-def _greet(stream: Any) -> None:
-    """Someone started the agent in a terminal: say what it is and how to try it, on stderr (the
-    agent keeps serving on stdin/stdout, as an editor would use it)."""
-    command = sys.argv[0] if sys.argv and sys.argv[0].endswith("dsh-acp") else "dsh-acp"
-    stream.write(
-        f"dsh-acp {VERSION}: an Agent Client Protocol agent. Editors start it and speak JSON-RPC\n"
-        "on its stdin and stdout, so there is nothing to type here.\n"
-        "  Watch it work:  dsh-acp demo    (a scripted bug fix; no model, no key)\n"
-        f'  Zed:            "agent_servers": {{"dsh-acp": {{"type": "custom", "command": "{command}"}}}}\n'
-        f'  Toad:           toad acp "{command}" .\n'
-        "  More:           dsh-acp --help, and the README's 'Use it in your editor'.\n"
-        "Serving on stdin/stdout now; Ctrl+C quits.\n"
-    )
-    stream.flush()
 
 
 def _skip_pydantic_plugins() -> None:

@@ -263,13 +263,16 @@ def _reference_ask_user() -> Any:
 
 class Launch:
     """What the serve command line asks for: the agent, and where to serve it (``listen``: on the
-    network; ``None``: on stdio). A plain class: a dataclass costs its making on the start-up path."""
+    network; ``None``: on stdio), and ``model``, the ``--model`` flag as given (the greeting on a
+    terminal names the model in the editor entry it prints). A plain class: a dataclass costs its
+    making on the start-up path."""
 
-    __slots__ = ("config", "listen")
+    __slots__ = ("config", "listen", "model")
 
-    def __init__(self, config: AgentConfig, listen: ListenOptions | None) -> None:
+    def __init__(self, config: AgentConfig, listen: ListenOptions | None, model: str | None = None) -> None:
         self.config = config
         self.listen = listen
+        self.model = model
 
 
 def build_launch(argv: Sequence[str]) -> Launch:
@@ -292,7 +295,7 @@ def build_launch(argv: Sequence[str]) -> Launch:
             parser.exit(2, f"dsh-acp: {error}\n")
     elif args.no_auth or args.allow_origin:
         parser.error("--no-auth and --allow-origin go with --listen")
-    return Launch(_config_from(args, parser), listen)
+    return Launch(_config_from(args, parser), listen, args.model)
 
 
 def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = None) -> AgentConfig:

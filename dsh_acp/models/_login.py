@@ -1,12 +1,14 @@
-"""``dsh-acp login``: ask for an API key on the terminal and store it in the user config file.
+"""``dsh-acp login``: ask for the provider, the model and the API key on the terminal and store
+them in the user config file.
 
 Without a terminal (stdin is a pipe or a file) the key is the first line of stdin, read without
-a prompt or a warning: ``printf '%s' "$KEY" | dsh-acp login``.
+a prompt or a warning, and the model comes from ``--model``: ``printf '%s' "$KEY" | dsh-acp login
+--model deepseek-chat``.
 
 An editor that advertises ``auth.terminal`` runs this in a terminal when the user picks the
-"Log in" auth method. The key goes into ``config.toml`` as ``api_key``, the file is written
-atomically with mode 0600 (its folder 0700), and every other line of the file — keys, tables,
-comments — is kept as it was.
+"Log in" auth method. They go into ``config.toml`` as ``model``, ``base_url`` and ``api_key``;
+the file is written atomically with mode 0600 (its folder 0700), and every other line of the
+file — keys, tables, comments — is kept as it was.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ __all__ = [
     "ModelSettings",
     "SettingsError",
     "auth_methods",
+    "default_base_url",
     "default_config_path",
     "is_self_hosted",
     "known_model",
@@ -309,7 +310,7 @@ def resolve_model_settings(
     name = name.strip()
 
     explicit_url = cli_base_url or environ.get("DSH_BASE_URL") or config.get("base_url")
-    base_url = str(explicit_url) if explicit_url else _default_base_url(name)
+    base_url = str(explicit_url) if explicit_url else default_base_url(name)
     base_url = _check_base_url(base_url).rstrip("/")
     provider = _provider(base_url)
 
@@ -358,7 +359,8 @@ def _takes_effort(model: str) -> bool:
     return bool(re.match(r"o\d", name)) or name.startswith(("gpt-5", "deepseek-reasoner"))
 
 
-def _default_base_url(model: str) -> str:
+def default_base_url(model: str) -> str:
+    """The API root a model name goes to when none is set: DeepSeek's for ``deepseek*``, else OpenAI's."""
     return DEEPSEEK_BASE_URL if model.rsplit("/", 1)[-1].lower().startswith("deepseek") else OPENAI_BASE_URL
 
 
