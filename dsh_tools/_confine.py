@@ -21,6 +21,8 @@ offers. A *plan* is a plain dict (``marshal``-able) that ``dsh_tools.sandbox`` b
   not) and a seccomp filter refusing sockets of any family but IPv4, IPv6 and netlink — above
   all ``AF_UNIX``, which would reach the host's services through their socket files (the ssh
   agent, D-Bus, Docker) — and ``io_uring``, which could open them behind the filter's back.
+  Whatever the plan, the filter refuses the kernel keyrings and ``TIOCSTI``, and the process
+  gets an IPC namespace of its own.
 
 The order matters: namespaces first (a user namespace gives the rights to mount in it; what
 does not depend on the plan — the namespaces, the loopback, every mount read-only — can be done
@@ -83,7 +85,7 @@ _FILE_ONLY = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 # Namespaces and mounts (include/uapi/linux/sched.h, mount.h).
-_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWNET = 0x20000, 0x10000000, 0x40000000
+_CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWNET, _CLONE_NEWIPC = 0x20000, 0x10000000, 0x40000000, 0x8000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC = 32, 4096, 16384
 _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
@@ -181,7 +183,10 @@ def _enter_namespaces(*, mounts: bool, network: bool) -> None:
     """A user namespace of our own (with a mount namespace, a network namespace), mapping our
     user and group to themselves: the command is who it was, with no more rights outside."""
     uid, gid = os.geteuid(), os.getegid()
-    flags = _CLONE_NEWUSER | (_CLONE_NEWNS if mounts else 0) | (0 if network else _CLONE_NEWNET)
+    # An IPC namespace too: System V objects and POSIX message queues are the host's otherwise.
+    flags = (
+        _CLONE_NEWUSER | _CLONE_NEWIPC | (_CLONE_NEWNS if mounts else 0) | (0 if network else _CLONE_NEWNET)
+    )
     if _libc.unshare(flags) != 0:
         raise _fail("unshare")
     try:
@@ -297,40 +302,46 @@ def _mount_more(plan: Mapping[str, Any]) -> None:
             _mount(b"tmpfs", target, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=1777")
 
 
-def _checks(prefix: str, socket_nr: int, ioctl_nr: int, refused: Iterable[int]) -> list[_Op]:
-    """One ABI's checks, the call's number loaded: refused calls, socket families, ioctls."""
+def _checks(prefix: str, socket_nr: int | None, ioctl_nr: int, refused: Iterable[int]) -> list[_Op]:
+    """One ABI's checks, the call's number loaded: refused calls, socket families (unless
+    ``socket_nr`` is ``None``), ioctls."""
     ops: list[_Op] = [("jeq", nr, "deny", None) for nr in refused]
-    ops += [
-        ("jeq", socket_nr, prefix + "socket", None),
-        ("jeq", ioctl_nr, prefix + "ioctl", None),
-        ("ret", "allow"),
-    ]
-    ops += [prefix + "socket", ("ld", 16)]  # args[0] (its low half): the family
-    ops += [("jeq", int(family), "allow", None) for family in _ALLOWED_FAMILIES]
-    ops += [("ret", "deny"), prefix + "ioctl", ("ld", 24)]  # args[1]: the request
+    if socket_nr is not None:
+        ops.append(("jeq", socket_nr, prefix + "socket", None))
+    ops += [("jeq", ioctl_nr, prefix + "ioctl", None), ("ret", "allow")]
+    if socket_nr is not None:
+        ops += [prefix + "socket", ("ld", 16)]  # args[0] (its low half): the family
+        ops += [("jeq", int(family), "allow", None) for family in _ALLOWED_FAMILIES]
+        ops.append(("ret", "deny"))
+    ops += [prefix + "ioctl", ("ld", 24)]  # args[1]: the request
     ops += [("jeq", _TIOCSTI, "deny", None), ("jeq", _TIOCLINUX, "deny", None), ("ret", "allow")]
     return ops
 
 
-def _bpf_program(arch: str) -> bytes:
-    """The seccomp filter of a process without network: ``EPERM`` for sockets of a family other
-    than IPv4, IPv6 and netlink, for ``io_uring``, the kernel keyrings and terminal input
-    injection (``TIOCSTI``); everything else is allowed. The 32-bit sibling ABI (which a 64-bit
-    process can call too) gets the same; an ABI the filter does not know gets ``EPERM``."""
-    native = (*_KEYRING_CALLS[arch], *_IO_URING)
+def _bpf_program(arch: str, sockets: bool = True) -> bytes:
+    """The seccomp filter: ``EPERM`` for the kernel keyrings (not namespaced) and terminal input
+    injection (``TIOCSTI``) always, and, with ``sockets`` (a process without network), for
+    sockets of a family other than IPv4, IPv6 and netlink and for ``io_uring`` (which could make
+    them behind the filter's back); everything else is allowed. The 32-bit sibling ABI (which a
+    64-bit process can call too) gets the same; an ABI the filter does not know gets ``EPERM``."""
+    native = (*_KEYRING_CALLS[arch], *(_IO_URING if sockets else ()))
     ops: list[_Op] = [("ld", 4), ("jeq", _AUDIT_ARCH[arch], None, "other_abi"), ("ld", 0)]
     if arch == "x86_64":
         ops.append(("jge", _X32_BIT, "deny", None))  # the x32 ABI: the same arch, numbers above this
-    ops += _checks("", _SOCKET_CALLS[arch], _IOCTL_CALL[arch], native)
+    ops += _checks("", _SOCKET_CALLS[arch] if sockets else None, _IOCTL_CALL[arch], native)
     ops.append("other_abi")
     compat = _COMPAT.get(arch)
     if compat is not None:
         compat_arch, socket_nr, socketcall, ioctl_nr, keyring = compat
-        refused = (*keyring, *_IO_URING, *((socketcall,) if socketcall is not None else ()))
+        refused = (
+            *keyring,
+            *(_IO_URING if sockets else ()),
+            *((socketcall,) if sockets and socketcall else ()),
+        )
         ops += [
             ("jeq", compat_arch, None, "deny"),
             ("ld", 0),
-            *_checks("compat_", socket_nr, ioctl_nr, refused),
+            *_checks("compat_", socket_nr if sockets else None, ioctl_nr, refused),
         ]
     ops += ["deny", ("ret", "deny"), "allow", ("ret", "allow")]
     return _assemble(ops)
@@ -363,7 +374,7 @@ def _assemble(ops: Sequence[_Op]) -> bytes:
     return b"".join(code)
 
 
-_programs: dict[str, bytes] = {}
+_programs: dict[tuple[str, bool], bytes] = {}
 
 
 def prepare() -> None:
@@ -374,12 +385,13 @@ def prepare() -> None:
 
     arch = seccomp_arch()
     if arch is not None:
-        _programs[arch] = _bpf_program(arch)
+        for sockets in (True, False):
+            _programs[arch, sockets] = _bpf_program(arch, sockets)
     landlock_abi()
 
 
-def _install_seccomp(arch: str) -> None:
-    program = _programs.get(arch) or _bpf_program(arch)
+def _install_seccomp(arch: str, sockets: bool = True) -> None:
+    program = _programs.get((arch, sockets)) or _bpf_program(arch, sockets)
     filters = ctypes.create_string_buffer(program)
     header = ctypes.create_string_buffer(
         struct.pack("HxxxxxxP", len(program) // 8, ctypes.addressof(filters))
@@ -497,9 +509,11 @@ def confine(plan: Mapping[str, Any], *, isolated: bool = False) -> None:
     if abi < 1:
         raise ConfineError(errno.ENOSYS, "the sandbox could not be set up: Landlock is not available")
     network = bool(plan.get("network", True))
-    arch = None if network else seccomp_arch()
-    if not network and arch is None:
-        raise ConfineError(errno.ENOSYS, f"the sandbox cannot cut the network on {os.uname().machine}")
+    arch = seccomp_arch()
+    if arch is None:
+        raise ConfineError(
+            errno.ENOSYS, f"the sandbox does not know the system calls of {os.uname().machine}"
+        )
     if isolated and network:
         raise ConfineError(
             errno.EINVAL, "the sandbox could not be set up: an isolated process cannot have network"
@@ -512,6 +526,5 @@ def confine(plan: Mapping[str, Any], *, isolated: bool = False) -> None:
     _apply_mounts(plan)
     if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise _fail("no_new_privs")
-    if arch is not None:
-        _install_seccomp(arch)
+    _install_seccomp(arch, sockets=not network)
     _restrict(plan, abi)

@@ -10,7 +10,8 @@ the home (``.ssh``, ``.aws``, ``.netrc``...), ``{STATE}`` the agent's state fold
 config folder, ``{WS}`` the workspace, ``{PY}`` Python, ``{RUFF}`` ruff, ``{PORT}``/``{UDP}`` a TCP
 server and a UDP socket on the host's 127.0.0.1, ``{SOCK}`` a Unix socket server on the host,
 ``{ABSTRACT}`` an abstract Unix socket server, ``{PID}`` a process outside, ``{AGENT}`` the agent's
-pid. Keep growing it: each round of attacks on the approval rules finds siblings worth a line here.
+pid, ``{IPC}`` a System V IPC key. Keep growing it: each round of attacks on the approval rules
+finds siblings worth a line here.
 """
 
 from __future__ import annotations
@@ -112,6 +113,11 @@ ATTACKS: list[str] = [
     '{PY} -c "import ctypes; print(ctypes.CDLL(None).syscall(425, 8, ctypes.create_string_buffer(120)))"',
     '{PY} -c "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)"',
     "git ls-remote https://127.0.0.1:{PORT}/x",
+    # -- the host's IPC objects and the user's kernel keyrings -------------------------------------
+    '{PY} -c "import ctypes; print(ctypes.CDLL(None).shmget({IPC}, 4096, 0o1666))"',
+    '{PY} -c "import ctypes; print(ctypes.CDLL(None).msgget({IPC}, 0o1666))"',
+    "{PY} -c \"import ctypes; print(ctypes.CDLL(None).syscall(248, b'user', b'dsh-corpus', b'x', 1, -4))\"",
+    '{PY} -c "import ctypes; print(ctypes.CDLL(None).syscall(250, 1, -4, 0, 0))"',
     # -- processes outside ----------------------------------------------------------------------
     "kill -9 {PID}",
     "kill -9 {AGENT}",

@@ -197,6 +197,20 @@ print("io_uring", libc.syscall(425, 1, ctypes.create_string_buffer(120)), ctypes
     assert accepted == []
 
 
+async def test_widened_with_network_it_reaches_sockets_but_not_the_keyrings(
+    world: tuple[Path, Path, Path, dict[str, Any]],
+) -> None:
+    workspace, _outside, _home, plan = world
+    probe = (
+        "import ctypes, socket; socket.socket(socket.AF_UNIX); print('unix-ok');"
+        "libc = ctypes.CDLL(None, use_errno=True);"
+        "print('add_key', libc.syscall(248, b'user', b'dsh-test', b'x', 1, -4), ctypes.get_errno())"
+    )
+    _code, out, err = await run(f'{sys.executable} -c "{probe}"', {**plan, "network": True}, workspace)
+    assert "unix-ok" in out, (out, err)
+    assert "add_key -1 1" in out
+
+
 async def test_it_cannot_signal_outside_its_sandbox(world: tuple[Path, Path, Path, dict[str, Any]]) -> None:
     workspace, _outside, _home, plan = world
     if _confine.landlock_abi() < 6:
@@ -227,8 +241,8 @@ async def test_without_a_plan_nothing_is_confined(world: tuple[Path, Path, Path,
 
 
 def test_the_seccomp_filter_resolves_every_jump_forward_and_in_range() -> None:
-    for arch in ("x86_64", "aarch64", "riscv64"):
-        program = _confine._bpf_program(arch)
+    for arch, sockets in ((a, b) for a in ("x86_64", "aarch64", "riscv64") for b in (True, False)):
+        program = _confine._bpf_program(arch, sockets)
         count = len(program) // 8
         for index in range(count):
             code, jt, jf, _k = struct.unpack_from("HBBI", program, index * 8)

@@ -30,6 +30,7 @@ pytestmark = [
     ),
 ]
 
+IPC_KEY = 0x6473_6801 + os.getpid() % 4096
 SECRETS = ("SECRET-KEY-31337", "SECRET-AWS-31337", "SECRET-NETRC-31337", "sk-SECRETAPIKEY31337")
 
 
@@ -133,7 +134,16 @@ def outside_state(root: Path) -> dict[str, Any]:
     skip = (str(work), str(state / "sessions"), *(str(p) for p in tmp.glob("dsh-tmp-*")))
     tree = snapshot(root, skip)
     tree["work/.git"] = snapshot(work / ".git")
+    for table in ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/keys"):  # the host's IPC and keyrings
+        if os.path.exists(table):
+            tree[table] = sorted(line.split()[0] for line in Path(table).read_text().splitlines()[1:] if line)
     return tree
+
+
+def remove_ipc(key: int) -> None:
+    """What a control run left in the host's IPC namespace."""
+    for flag in ("-M", "-Q"):
+        subprocess.run(["ipcrm", flag, str(key)], capture_output=True, check=False)
 
 
 async def run_corpus(
@@ -157,6 +167,7 @@ async def run_corpus(
         "SOCK": str(root / "host.sock"),
         "ABSTRACT": hosts.abstract_name,
         "PID": str(victim.pid),
+        "IPC": str(IPC_KEY),
     }
     # The first turn is harmless: the agent's own first steps (its temporary folder, the session's
     # log) are not what is measured.
@@ -205,6 +216,7 @@ async def run_corpus(
         victim.kill()
         victim.wait()
         hosts.close()
+        remove_ipc(IPC_KEY)
     return changed, [secret for secret in SECRETS if secret.encode() in wire]
 
 
@@ -222,6 +234,7 @@ CONTROL = [
     "cat {HOME}/.ssh/id_ed25519",
     "{PY} -c \"import socket; socket.create_connection(('127.0.0.1', {PORT}), timeout=3)\"",
     "kill -9 {PID}",
+    '{PY} -c "import ctypes; print(ctypes.CDLL(None).shmget({IPC}, 4096, 0o1666))"',
 ]
 
 
