@@ -253,3 +253,20 @@ async def test_with_the_sandbox_off_the_agent_says_so_and_auto_asks(
     assert [n["title"] for n in notices] == ["Commands run without a sandbox"]
     assert [q["toolCall"]["toolCallId"] for q in questions(client)] == ["free"]  # auto asked
     assert (world.outside / "free.txt").exists()  # no sandbox: the rules were the only wall
+
+
+def test_a_sandbox_setting_that_means_nothing_is_refused() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dsh_acp", "--version"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    refused = subprocess.run(
+        [sys.executable, "-m", "dsh_acp", "--model", "script:x.json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "DSH_SANDBOX": "of"},
+        stdin=subprocess.DEVNULL,
+    )
+    assert refused.returncode == 2
+    assert "DSH_SANDBOX must be auto or off, not 'of'" in refused.stderr

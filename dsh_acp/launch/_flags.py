@@ -305,6 +305,8 @@ def build_config(argv: Sequence[str], parser: argparse.ArgumentParser | None = N
 
 
 def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> AgentConfig:
+    if args.sandbox not in ("auto", "off"):  # from $DSH_SANDBOX: argparse checks only the flag
+        parser.error(f"DSH_SANDBOX must be auto or off, not {args.sandbox!r}")
     config = _model_config(args.model, args.base_url, parser)
     sources: list[Callable[[], list[Any]]] = (
         [] if args.no_tools else [_reference_tools(args.sandbox), _task_tool]
