@@ -20,13 +20,19 @@ pytestmark = pytest.mark.anyio
 
 async def test_initialize_negotiates_version_and_advertises(acp_schema: AcpSchema, tmp_path: Any) -> None:
     async with AcpClient.in_memory(scripted([]), schema=acp_schema) as client:
-        result = await client.initialize(version=65535)
+        result = await client.initialize(version=1)
         assert result["protocolVersion"] == 1
         assert result["agentInfo"]["name"] == "dsh-acp"
         assert [m["id"] for m in result["authMethods"]] == ["api-key"]  # never empty
         assert result["agentCapabilities"]["promptCapabilities"]["embeddedContext"] is True
-        again = await client.initialize(version=1)
-        assert again["protocolVersion"] == 1
+        assert (await client.initialize(version=1))["protocolVersion"] == 1  # again: the same
+        with pytest.raises(RpcError) as info:  # a connection's sessions are of one version
+            await client.initialize(version=2)
+        assert info.value.code == -32600
+    async with AcpClient.in_memory(scripted([]), schema=acp_schema) as client:
+        newest = await client.initialize(version=65535)
+        assert newest["protocolVersion"] == 2  # the newest this agent speaks, never the number echoed
+        assert newest["info"]["name"] == "dsh-acp"
     client.assert_valid()
 
 

@@ -274,7 +274,7 @@ def _pytest_in(project: Path, env: dict[str, str]) -> str:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert " 2 passed" in result.stdout  # test_wire.py and test_in_memory.py
+    assert " 3 passed" in result.stdout  # test_wire.py (shout, shout_v2) and test_in_memory.py
     assert f"rootdir: {project}\n" in result.stdout  # the copy, not this repository
     return result.stdout
 

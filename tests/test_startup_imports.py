@@ -4,12 +4,14 @@ the answer). bench/bench_agent.py measures the time; this keeps the cheap part f
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -44,13 +46,15 @@ NOT_BEFORE_INITIALIZE = (
 
 PROGRAM = """
 import asyncio, os, sys
+import orjson
 from dsh_acp import build_config, serve_stdio
 from dsh_acp.acp._initialize import PreludeAnswers
 from dsh_acp.rpc._prelude import answer_first_requests
 from dsh_acp.rpc._protocol_fds import protocol_fds
 config = build_config(sys.argv[1:])
 to_agent, from_agent = os.pipe(), os.pipe()
-request = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}\\n'
+params = {"protocolVersion": int(os.environ["ACP_VERSION"])}
+request = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}) + b"\\n"
 os.write(to_agent[1], request)
 answer = PreludeAnswers(config).answer
 asyncio.run(answer_first_requests(to_agent[0], from_agent[1], answer, max_line_bytes=1000))
@@ -59,7 +63,8 @@ print(" ".join(sorted(sys.modules)))
 """
 
 
-def test_the_path_to_initialize_imports_none_of_the_heavy_parts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_path_to_initialize_imports_none_of_the_heavy_parts(tmp_path: Path, version: int) -> None:
     script = tmp_path / "script.json"
     script.write_bytes(orjson.dumps({"turns": [[{"text": "hi"}]]}))
     result = subprocess.run(
@@ -68,6 +73,7 @@ def test_the_path_to_initialize_imports_none_of_the_heavy_parts(tmp_path: Path) 
         text=True,
         timeout=60,
         check=True,
+        env={**os.environ, "ACP_VERSION": str(version)},
     )
     loaded = set(result.stdout.split())
     assert "dsh_acp.models._scripted" in loaded  # the script was checked before serving
@@ -99,7 +105,7 @@ async def call(method, params, request_id):
 async def main():
     async with anyio.create_task_group() as group:
         group.start_soon(serve, config, FdReceiveStream(to_agent[0]), FdSendStream(from_agent[1]))
-        await call("initialize", {"protocolVersion": 1, "clientCapabilities": {}}, 0)
+        await call("initialize", {"protocolVersion": int(os.environ["ACP_VERSION"])}, 0)
         await call("session/new", {"cwd": os.getcwd(), "mcpServers": []}, 1)
         print(" ".join(sorted(sys.modules)))
         os.close(to_agent[1])
@@ -127,7 +133,8 @@ has not loaded: pydantic and all that needs it (~8 MiB), the tools, the agent lo
 prompt loads them."""
 
 
-def test_an_idle_session_loads_no_pydantic_and_no_tools(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_idle_session_loads_no_pydantic_and_no_tools(tmp_path: Path, version: int) -> None:
     """A session/new without MCP servers is read without pydantic and makes no tool registry:
     an editor opens sessions it never prompts, and their first prompt pays instead."""
     script = tmp_path / "script.json"
@@ -139,6 +146,7 @@ def test_an_idle_session_loads_no_pydantic_and_no_tools(tmp_path: Path) -> None:
         timeout=60,
         check=True,
         cwd=tmp_path,
+        env={**os.environ, "ACP_VERSION": str(version)},
     )
     loaded = set(result.stdout.split())
     assert "dsh_acp.acp._session_methods" in loaded  # the session was made

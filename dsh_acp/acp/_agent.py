@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig
 from dsh_acp.rpc._connection import Connection, Reply, RequestId
-from dsh_acp.rpc._errors import METHOD_NOT_FOUND, RpcError
+from dsh_acp.rpc._errors import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
 from dsh_acp.wire._client_profile import ClientProfile
 
 from ._initialize import PROTOCOL_VERSION, initialize_answer
@@ -39,6 +39,8 @@ class Agent:
         self.background = background
         self.profile = ClientProfile()
         """What the client can show, read from ``initialize``."""
+        self._negotiated = False
+        """Whether an ``initialize`` was answered: the connection's ACP version is then set."""
         self._connection: Connection | None = None
         self._methods: SessionMethods | None = None
         self._warmed = False
@@ -89,7 +91,15 @@ class Agent:
     # -- initialize ---------------------------------------------------------------------------
 
     def _initialize(self, params: Any) -> dict[str, Any]:
-        result, self.profile = initialize_answer(self.config, params)
+        result, profile = initialize_answer(self.config, params)
+        if self._negotiated and profile.protocol != self.profile.protocol:
+            # The connection's sessions, their answers and their updates are of one version.
+            raise RpcError(
+                INVALID_REQUEST,
+                f"Invalid request: this connection speaks ACP version {self.profile.protocol}; "
+                "initialize again cannot change it",
+            )
+        self.profile, self._negotiated = profile, True
         if self._methods is not None:
             self._methods.profile = self.profile
         return result
@@ -97,7 +107,7 @@ class Agent:
     def initialized(self, profile: ClientProfile) -> None:
         """``initialize`` was answered before this agent existed (the prelude on stdio): take the
         client's profile from that answer and warm up as after our own."""
-        self.profile = profile
+        self.profile, self._negotiated = profile, True
         self.background.start_soon(self._warm_up, name="warm-up after initialize")
 
     async def _warm_up(self) -> None:

@@ -12,7 +12,7 @@ import anyio
 
 from dsh_acp.rpc._errors import RpcError
 from dsh_acp.session._events import SessionEvent, ToolCalled, ToolCancelled, ToolFinished
-from dsh_acp.wire._bridge import CallInfo, announce_call, cancelled_call, finish_call
+from dsh_acp.wire._bridge import CallInfo
 from dsh_acp.wire._client_requests import elicitation_params
 from dsh_tools import GenericCallView, TextBlock, ToolResult
 from dsh_tools.questions import Answer, UserQuestions, answer_text
@@ -87,19 +87,20 @@ class McpQuestions:
         self._record(
             ToolCalled(info.call_id, info.name, info.arguments, "other", view.model_dump(mode="json"))
         )
-        await session.send(announce_call(info, "in_progress", session.render))
+        for update in session.dialect.announce(info, "in_progress", session.render):
+            await session.send(update)
         try:
             answer = await self._questions.ask(message, schema, info.call_id)
         except BaseException:
             with anyio.CancelScope(shield=True):  # the server gave up (or the session closed)
                 self._record(ToolCancelled(info.call_id))
-                for closing in cancelled_call(info, session.render):
+                for closing in session.dialect.cancelled(info, session.render):
                     await session.send(closing)
             raise
         said = answer_text(answer)
         result = ToolResult(content=(TextBlock(text=said),))
         self._record(ToolFinished(info.call_id, result.content))
-        for update in finish_call(info, result, None, session.render):
+        for update in session.dialect.finish(info, result, None, session.render):
             await session.send(update)
         return answer.action, answer.values
 

@@ -15,13 +15,15 @@ from dsh_acp._version import VERSION
 from dsh_acp.rpc._errors import RpcError, invalid_params
 from dsh_acp.wire._client_profile import ClientProfile, TerminalsChoice, client_profile
 
-__all__ = ["PROTOCOL_VERSION", "PreludeAnswers", "initialize_answer", "sandbox_meta"]
+__all__ = ["PROTOCOL_VERSION", "PROTOCOL_VERSIONS", "PreludeAnswers", "initialize_answer", "sandbox_meta"]
 
 _log = logging.getLogger("dsh_acp.sandbox")
 _said: list[bool] = []
 
-PROTOCOL_VERSION = 1
-"""The newest (and only) ACP version this agent speaks."""
+PROTOCOL_VERSIONS = (1, 2)
+"""The ACP versions this agent speaks: 1, and the v2 draft of the pinned SDK."""
+PROTOCOL_VERSION = PROTOCOL_VERSIONS[-1]
+"""The newest: what a client asking for a version this agent does not know is answered."""
 
 
 def initialize_answer(config: AgentConfig, params: Any) -> tuple[dict[str, Any], ClientProfile]:
@@ -35,12 +37,14 @@ def initialize_answer(config: AgentConfig, params: Any) -> tuple[dict[str, Any],
         version = 0
     if type(version) is not int or not 0 <= version <= 65535:
         raise invalid_params("protocolVersion must be an integer from 0 to 65535", "protocolVersion")
+    if version >= 2:  # 2, or one newer than this agent knows: its newest, never the number echoed
+        return _v2_answer(config, params)
     terminals = cast(TerminalsChoice, config.terminals)
     profile = client_profile(params.get("clientCapabilities"), params.get("clientInfo"), terminals)
     durable = config.state_dir is not None
     result = {
-        # We speak only version 1: an unknown (newer) version is answered with ours, never echoed.
-        "protocolVersion": PROTOCOL_VERSION,
+        # Version 1, or below it (0, a string): the client decides.
+        "protocolVersion": 1,
         "agentCapabilities": {
             "loadSession": durable,
             "promptCapabilities": {
@@ -89,6 +93,22 @@ def sandbox_meta(config: AgentConfig) -> dict[str, object]:
                 support.detail,
             )
     return support.meta()
+
+
+def _v2_answer(config: AgentConfig, params: dict[str, Any]) -> tuple[dict[str, Any], ClientProfile]:
+    """A client speaking v2 (or newer): the v2 answer, and what it reads of the client."""
+    from dsh_acp.wire.v2._handshake import client_profile as v2_profile
+    from dsh_acp.wire.v2._handshake import initialize_result
+
+    profile = v2_profile(params.get("capabilities"))
+    result = initialize_result(
+        images=any(choice.accepts_images for choice in config.models[:1]),
+        durable=config.state_dir is not None,
+        auth_methods=_auth_methods(config, profile),
+        agent_info={"name": "dsh-acp", "title": "dsh-acp", "version": VERSION},
+        meta={"sandbox": sandbox_meta(config)},  # whether commands run in the OS sandbox
+    )
+    return result, profile
 
 
 def _auth_methods(config: AgentConfig, profile: ClientProfile) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from dsh_acp.permissions._modes import MODES, modes_wire
 from dsh_acp.rpc._errors import invalid_params
 from dsh_acp.session._events import ConfigChanged, ModeChanged
 from dsh_acp.session._session import Session
-from dsh_acp.wire._updates import ConfigOption, config_option_update, current_mode_update
+from dsh_acp.wire._updates import ConfigOption
 
 from ._config_options import EFFORT_OPTION, REASONING_OPTION, config_options, efforts
 from ._session_manager import SessionManager
@@ -32,8 +32,28 @@ class SessionPickers:
         return config_options(session, self.config.models, boolean=self._sessions.profile.boolean_options)
 
     def answer(self, session: Session) -> dict[str, Any]:
-        """The pickers part of a ``session/new``, ``load`` or ``resume`` answer."""
+        """The pickers part of a ``session/new``, ``load``, ``resume`` or ``fork`` answer (v2 has
+        no modes apart from the config options, and gives a session's commands in its answer)."""
+        if self._sessions.profile.protocol == 2:
+            from dsh_acp.wire.v2._updates import available_commands, config_option
+
+            listed = self._sessions.commands["availableCommands"]
+            return {
+                "configOptions": [config_option(option) for option in self.options(session)],
+                "availableCommands": available_commands(
+                    (c["name"], c["description"], c["input"]["hint"] if "input" in c else None)
+                    for c in listed
+                ),
+            }
         return {"modes": modes_wire(session.permissions), "configOptions": self.options(session)}
+
+    def options_answer(self, session: Session) -> list[dict[str, Any]]:
+        """The ``configOptions`` of a ``session/set_config_option`` answer."""
+        if self._sessions.profile.protocol == 2:
+            from dsh_acp.wire.v2._updates import config_option
+
+            return [config_option(option) for option in self.options(session)]
+        return [dict(option) for option in self.options(session)]
 
     def switch_mode(self, session: Session, mode_id: str, *, field: str = "modeId") -> None:
         """Switch the permission mode (``field``: where the params named it, for the error)."""
@@ -73,9 +93,11 @@ class SessionPickers:
         """Keep the editor's pickers in step after a change: the mode, the complete option list."""
 
         async def send() -> None:
-            if mode:
-                await session.send(current_mode_update(session.permissions.mode))
-            if options:
-                await session.send(config_option_update(self.options(session)))
+            dialect = session.dialect
+            changed = dialect.mode_changed(session.permissions.mode) if mode else None
+            if changed is not None:
+                await session.send(changed)
+            if options:  # (v2 has no mode update: a change from the options is in their answer)
+                await session.send(dialect.config_options(self.options(session)))
 
         return send

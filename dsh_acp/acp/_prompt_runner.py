@@ -4,7 +4,8 @@ or as a slash command), answered with its stop reason, and the session titled af
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -15,7 +16,7 @@ from dsh_acp.loop._turn import LoopSettings, StopReason, TurnRunner
 from dsh_acp.models._model import ModelAuthError, ModelError
 from dsh_acp.models._scripted import ScriptExhausted
 from dsh_acp.rpc._connection import Reply
-from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, RpcError, invalid_params
+from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, REQUEST_CANCELLED, RpcError, invalid_params
 from dsh_acp.session._events import TitleSet, TurnStopped, UserPrompt
 from dsh_acp.session._session import Session, Turn, TurnState
 from dsh_acp.wire._client_params import PromptParams
@@ -26,6 +27,26 @@ from ._session_manager import SessionManager
 from ._slash_commands import NO_MODEL_MESSAGE, CommandTable, SlashCommand, model_instruction, parse_command
 
 __all__ = ["PromptRunner"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What one prompt runs: its runner, the slash command it is (if any), what the model gets."""
+
+    prompt: tuple[ContentBlock, ...]
+    runner: TurnRunner
+    command: tuple[SlashCommand, str] | None
+    model_prompt: tuple[ContentBlock, ...]
+
+    def logged(self, message_id: str) -> UserPrompt:
+        """The prompt as the log keeps it (a command is not part of the model's conversation)."""
+        return UserPrompt(
+            self.prompt,
+            message_id,
+            command=self.command[0].name if self.command is not None else None,
+            model_content=self.model_prompt if self.model_prompt is not self.prompt else None,
+        )
+
 
 _log = logging.getLogger("dsh_acp.prompts")
 
@@ -67,39 +88,102 @@ class PromptRunner:
         """Wait for the prompt's turn, run it, then hand the session to the next queued prompt (the
         hand-over takes effect after this prompt's answer is written: the answer is written
         without yielding, so updates never mix between prompts)."""
+        if session.render.protocol == 2:
+            return await self._take_turn_v2(session, turn, prompt)
         try:
             if turn.state is TurnState.QUEUED:
                 await turn.running.wait()
                 if turn.cancel_requested:  # cancelled while queued: it never ran, nothing is logged
                     return {"stopReason": "cancelled"}
             # A prompt that found the session idle runs (and is logged) even if a cancel came first.
-            return await self._run(session, turn, prompt)
+            plan = self._plan(session, prompt)
+            session.record(plan.logged(self.config.message_ids()))
+            stop, then = await self._play(session, turn, plan)
+            return {"stopReason": stop} if then is None else Reply({"stopReason": stop}, then)
         finally:
-            if turn in session.queue:  # the request itself was cancelled while it waited
-                session.queue.remove(turn)
-            if session.turn is turn:
-                session.turn = session.queue.pop(0) if session.queue else None
-                if session.turn is not None:
-                    session.turn.run()
-            turn.end()
+            self._hand_over(session, turn)
 
-    async def _run(
+    async def _take_turn_v2(
         self, session: Session, turn: Turn, prompt: tuple[ContentBlock, ...]
     ) -> dict[str, Any] | Reply:
+        """ACP v2: the prompt is answered once it joins the conversation (with its message's
+        id), its turn goes on after the answer, and a ``state_update`` says when it ends (why,
+        or the error that ended it). A prompt held behind a running turn and cancelled before
+        its turn came is answered "request cancelled": it never joined the conversation."""
+        try:
+            if turn.state is TurnState.QUEUED:
+                await turn.running.wait()
+                if turn.cancel_requested:
+                    raise RpcError(REQUEST_CANCELLED, "the prompt was cancelled before its turn came")
+            plan = self._plan(session, prompt)
+            message_id = self.config.message_ids()
+            session.record(plan.logged(message_id))
+            if turn.log_error is not None:  # not in the conversation: the prompt answers the failure
+                raise turn.log_error
+            for update in session.dialect.prompt_inserted(message_id, prompt):
+                await session.send(update)
+        except BaseException:
+            self._hand_over(session, turn)
+            raise
+        return Reply({"messageId": message_id}, lambda: self._finish_v2(session, turn, plan))
+
+    async def _finish_v2(self, session: Session, turn: Turn, plan: _Plan) -> None:
+        """The rest of a v2 turn, after its prompt's answer, to the idle ``state_update``."""
+        error: dict[str, Any] | None = None
+        stop: StopReason | None = None
+        then = None
+        try:
+            stop, then = await self._play(session, turn, plan)
+        except RpcError as failed:
+            error = {"code": failed.code, "message": failed.message}
+        except Exception:
+            _log.exception("a turn failed")
+            error = {"code": INTERNAL_ERROR, "message": "Internal error"}
+        finally:
+            try:
+                with anyio.CancelScope(shield=True):
+                    for update in session.dialect.turn_ended(stop, error):
+                        await session.send(update)
+            finally:
+                self._hand_over(session, turn)
+        if then is not None:
+            await then()
+
+    def _hand_over(self, session: Session, turn: Turn) -> None:
+        """The turn is over: the session goes to the next queued prompt, if any."""
+        if turn in session.queue:  # the request itself was cancelled while it waited
+            session.queue.remove(turn)
+        if session.turn is turn:
+            session.turn = session.queue.pop(0) if session.queue else None
+            if session.turn is not None:
+                session.turn.run()
+        turn.end()
+
+    def _plan(self, session: Session, prompt: tuple[ContentBlock, ...]) -> _Plan:
+        """What the prompt runs: a slash command, or the model (a model command's instruction in
+        place of what the user typed: the model does the work, and its writes ask as any write
+        does; the user sees what they typed)."""
         runner = TurnRunner(session, self.settings, self.config.message_ids, turn_index=session.prompts)
         command = parse_command(prompt)
         model_prompt = prompt
         if command is not None and command[0].handler is None:
-            # The model does the work (its writes ask as any write does); the user sees what they typed.
             model_prompt = (TextBlock(text=model_instruction(*command)),)
             command = None
+        return _Plan(prompt, runner, command, model_prompt)
+
+    async def _play(
+        self, session: Session, turn: Turn, plan: _Plan
+    ) -> tuple[StopReason, Callable[[], Awaitable[None]] | None]:
+        """Run the turn of a prompt already logged: its stop reason (logged too), and what is to
+        follow the answer (a title the model writes). A model's failure is an ``RpcError``."""
+        runner = plan.runner
         try:
-            stop = await self._turn(session, turn, runner, prompt, model_prompt, command)
+            stop = await self._turn(session, turn, plan)
             if turn.log_error is not None:
                 raise turn.log_error
-            if stop != "cancelled" and command is None and model_prompt is prompt:
-                return await self._titled(session, prompt, {"stopReason": stop})
-            return {"stopReason": stop}
+            if stop != "cancelled" and plan.command is None and plan.model_prompt is plan.prompt:
+                return stop, await self._titled(session, plan.prompt)
+            return stop, None
         except ScriptExhausted as error:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
         except ModelAuthError as error:
@@ -115,27 +199,11 @@ class PromptRunner:
                     _log.debug("could not close open calls", exc_info=True)
             raise
 
-    async def _turn(
-        self,
-        session: Session,
-        turn: Turn,
-        runner: TurnRunner,
-        prompt: tuple[ContentBlock, ...],
-        model_prompt: tuple[ContentBlock, ...],
-        command: tuple[SlashCommand, str] | None,
-    ) -> StopReason:
-        """The prompt logged and run (by the model or as a command); its stop reason, logged."""
+    async def _turn(self, session: Session, turn: Turn, plan: _Plan) -> StopReason:
+        """The prompt run (by the model or as a command); its stop reason, logged."""
         stop: StopReason = "cancelled"
+        command, runner = plan.command, plan.runner
         with turn.scope:
-            session.record(
-                UserPrompt(
-                    prompt,
-                    self.config.message_ids(),
-                    # Commands are not part of the model's conversation.
-                    command=command[0].name if command is not None else None,
-                    model_content=model_prompt if model_prompt is not prompt else None,
-                )
-            )
             if command is not None:
                 stop = await self._commands.run(session, runner, command[0].name, command[1])
             elif session.model is None:
@@ -150,18 +218,18 @@ class PromptRunner:
         return stop
 
     async def _titled(
-        self, session: Session, prompt: tuple[ContentBlock, ...], answer: dict[str, Any]
-    ) -> dict[str, Any] | Reply:
-        """The answer to a session's first model prompt, the session titled: by the model after
-        the answer where it writes titles, else now by the prompt's words."""
+        self, session: Session, prompt: tuple[ContentBlock, ...]
+    ) -> Callable[[], Awaitable[None]] | None:
+        """A session's first model prompt titles it: by the model after the answer where it
+        writes titles (returned, to follow the answer), else now by the prompt's words."""
         if session.title is not None or session.titling:
-            return answer
+            return None
         if session.model is not None and session.model.writes_titles and prompt_words(prompt):
             # One short request after the answer: the user is not kept waiting for it.
             session.titling = True
-            return Reply(answer, lambda: self._write_title(session, prompt))
+            return lambda: self._write_title(session, prompt)
         await self._set_title(session, prompt_words(prompt))
-        return answer
+        return None
 
     async def _write_title(self, session: Session, prompt: tuple[ContentBlock, ...]) -> None:
         """The model's title for the session (the first prompt's words if it writes none)."""

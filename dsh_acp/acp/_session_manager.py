@@ -47,9 +47,10 @@ Restored = tuple[Session, list[str], list[str]]
 """A reopened session, the lines of its log that were skipped, the MCP servers that failed."""
 
 
-def not_found(session_id: str) -> RpcError:
-    """The error for a session id this agent does not know."""
-    return RpcError(RESOURCE_NOT_FOUND, f'Resource not found: session "{session_id}"')
+def not_found(session_id: str, protocol: int = 1) -> RpcError:
+    """The error for a session id this agent does not know (v2 names it in the data too)."""
+    data = {"sessionId": session_id} if protocol == 2 else None
+    return RpcError(RESOURCE_NOT_FOUND, f'Resource not found: session "{session_id}"', data)
 
 
 class SessionManager:
@@ -118,7 +119,7 @@ class SessionManager:
         """The open session of this id, or the not-found error."""
         session = self.sessions.get(session_id)
         if session is None:
-            raise not_found(session_id)
+            raise not_found(session_id, self.profile.protocol)
         return session
 
     def is_open(self, session: Session) -> bool:
@@ -302,7 +303,7 @@ class SessionManager:
         try:
             stream = self.store.read(parsed.session_id)
         except KeyError:
-            raise not_found(parsed.session_id) from None
+            raise not_found(parsed.session_id, self.profile.protocol) from None
         except ValueError as error:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
         session = self.sessions.get(parsed.session_id)
@@ -353,7 +354,7 @@ class SessionManager:
         try:
             self.store.fork(parsed.session_id, session_id, parsed.cwd, list(parsed.additional_directories))
         except KeyError:
-            raise not_found(parsed.session_id) from None
+            raise not_found(parsed.session_id, self.profile.protocol) from None
         except ValueError as error:
             raise RpcError(INTERNAL_ERROR, str(error)) from None
         return await self.restore(parsed.model_copy(update={"session_id": session_id}))
@@ -382,7 +383,8 @@ class SessionManager:
         a ``restored`` session's answer, what its load freed goes back to the system."""
 
         async def send() -> None:
-            await session.send(self.commands)
+            if self.profile.protocol == 1:  # v2's answer carried them
+                await session.send(self.commands)
             await self._tell_no_sandbox(session)
             if failures and session.render.notices:
                 for failure in failures:
@@ -440,7 +442,7 @@ class SessionManager:
         try:
             self.store.delete(session_id)
         except KeyError:
-            raise not_found(session_id) from None
+            raise not_found(session_id, self.profile.protocol) from None
         except SessionBusy as error:
             raise invalid_params(str(error), "sessionId") from None
 

@@ -19,7 +19,7 @@ from dsh_acp.session._session import SessionIO
 from dsh_acp.wire._client_profile import ClientProfile
 
 from ._pickers import SessionPickers
-from ._session_manager import SessionManager
+from ._session_manager import Replay, SessionManager, not_found
 from ._session_params import SessionWhere, new_session_params
 from ._slash_commands import CommandTable, available_commands
 
@@ -48,6 +48,10 @@ class Method:
     """Only with a session store (``--state-dir``)."""
     login: bool = False
     """Only with a configured model API (there is a stored key to forget)."""
+    protocols: frozenset[int] = frozenset({1, 2})
+    """The ACP versions that have the method."""
+    baseline_in: frozenset[int] = frozenset()
+    """The versions in which every agent answers it, without a store too (v2's list and resume)."""
 
 
 class SessionMethods:
@@ -101,7 +105,12 @@ class SessionMethods:
         entry = METHODS.get(method)
         if (
             entry is None
-            or (entry.durable and self.sessions.store is None)
+            or self.profile.protocol not in entry.protocols
+            or (
+                entry.durable
+                and self.sessions.store is None
+                and self.profile.protocol not in entry.baseline_in
+            )
             or (entry.login and self.config.model_source is None)
         ):
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -139,8 +148,7 @@ class SessionMethods:
         """Forget the API key ``dsh-acp login`` stored (a key in the environment is the
         environment's: it stays, and the next session still finds it)."""
         source = self.config.model_source
-        assert source is not None
-        if source.config_path is not None:
+        if source is not None and source.config_path is not None:  # else nothing is stored
             from dsh_acp.models._login import remove_api_key
             from dsh_acp.models._settings import SettingsError
 
@@ -170,11 +178,27 @@ class SessionMethods:
         return Reply(self.pickers.answer(session), after)
 
     async def resume_session(self, params: Any) -> Answer:
-        """Reopen a stored session without replaying it (the editor still shows it)."""
+        """Reopen a stored session without replaying it (the editor still shows it). In v2 the
+        client may ask for the replay (``replayFrom``: from the start, the one cursor there is),
+        and is told the session's state after it, before the answer."""
         from dsh_acp.wire._client_params import ResumeSessionParams, parse_params
 
         parsed = parse_params(ResumeSessionParams, params)
-        session, skipped, failures = await self.sessions.restore(parsed)
+        replay: Replay | None = None
+        if self.profile.protocol == 2:
+            if parsed.replay_from is not None and parsed.replay_from.get("type") != "start":
+                kind = parsed.replay_from.get("type")
+                raise invalid_params(
+                    f"replayFrom {kind!r} is not a cursor this agent knows; use start", "replayFrom"
+                )
+            replay = _replay if parsed.replay_from is not None else None
+            if self.sessions.store is None:  # v2's baseline: there is no stored session to find
+                raise not_found(parsed.session_id, 2)
+        session, skipped, failures = await self.sessions.restore(parsed, replay)
+        if self.profile.protocol == 2:  # where the session is, after the replay and before the answer
+            from dsh_acp.wire.v2._updates import state_idle, state_running
+
+            await session.send(state_running() if session.turn is not None else state_idle())
         after = self.sessions.after_answer(session, failures, skipped, restored=True)
         return Reply(self.pickers.answer(session), after)
 
@@ -192,6 +216,8 @@ class SessionMethods:
         from dsh_acp.wire._client_params import ListSessionsParams, parse_params
 
         parsed = parse_params(ListSessionsParams, params)
+        if self.sessions.store is None:  # v2's baseline (v1 does not offer it without a store)
+            return {"sessions": []}
         return self.sessions.page(parsed.cwd, parsed.cursor)
 
     async def close_session(self, params: Any) -> Answer:
@@ -221,10 +247,10 @@ class SessionMethods:
         session = self.sessions.get(parsed.session_id)
         if parsed.config_id == "mode" and isinstance(parsed.value, str):
             self.pickers.switch_mode(session, parsed.value, field="value")
-            answer = {"configOptions": self.pickers.options(session)}
+            answer = {"configOptions": self.pickers.options_answer(session)}
             return Reply(answer, self.pickers.in_step(session, mode=True, options=False))
         await self.pickers.set_option(session, parsed.config_id, parsed.value)
-        return {"configOptions": self.pickers.options(session)}
+        return {"configOptions": self.pickers.options_answer(session)}
 
     def prompt(self, params: Any) -> Awaitable[Answer]:
         # Not async: the turn is registered before the next message is read.
@@ -244,21 +270,29 @@ async def _replay(session: Session, events: Iterable[SessionEvent]) -> None:
     )
 
 
+_V1 = frozenset({1})
+_V2 = frozenset({2})
+
 METHODS: dict[str, Method] = {
-    "authenticate": Method(SessionMethods.authenticate),
-    "logout": Method(SessionMethods.logout, login=True),
+    "authenticate": Method(SessionMethods.authenticate, protocols=_V1),
+    "logout": Method(SessionMethods.logout, login=True, protocols=_V1),
+    # v2 ties both to a non-empty ``authMethods``, which this agent always offers.
+    "auth/login": Method(SessionMethods.authenticate, protocols=_V2),
+    "auth/logout": Method(SessionMethods.logout, protocols=_V2),
     "session/new": Method(SessionMethods.new_session),
-    "session/load": Method(SessionMethods.load_session, durable=True),
-    "session/resume": Method(SessionMethods.resume_session, durable=True),
+    "session/load": Method(SessionMethods.load_session, durable=True, protocols=_V1),
+    "session/resume": Method(SessionMethods.resume_session, durable=True, baseline_in=_V2),
     "session/fork": Method(SessionMethods.fork_session, durable=True),
-    "session/list": Method(SessionMethods.list_sessions, durable=True),
+    "session/list": Method(SessionMethods.list_sessions, durable=True, baseline_in=_V2),
     "session/close": Method(SessionMethods.close_session),
     "session/delete": Method(SessionMethods.delete_session, durable=True),
-    "session/set_mode": Method(SessionMethods.set_mode),
+    "session/set_mode": Method(SessionMethods.set_mode, protocols=_V1),
     "session/set_config_option": Method(SessionMethods.set_config_option),
     "session/prompt": Method(SessionMethods.prompt),
 }
-"""Every method the agent answers after ``initialize``."""
+"""Every method the agent answers after ``initialize``, in the ACP versions that have it (v2
+renames the auth methods, drops ``session/load`` and ``session/set_mode``, and makes list and
+resume part of every agent's sessions: without a store they find nothing)."""
 
 AGENT_METHODS = frozenset({"initialize", *METHODS})
 """Every ACP request method the agent answers (the fuzzer draws from these)."""

@@ -17,8 +17,7 @@ from dsh_acp.permissions._permission_choices import Question
 from dsh_acp.rpc._errors import RpcError
 from dsh_acp.session._events import PermissionAnswered
 from dsh_acp.session._session import Session
-from dsh_acp.wire._bridge import CallInfo, permission_tool_call
-from dsh_acp.wire._client_requests import permission_params
+from dsh_acp.wire._bridge import CallInfo
 from dsh_tools import Allow, Ask, Deny, ToolExecution, shown_text
 
 __all__ = ["PermissionQuestion"]
@@ -56,10 +55,8 @@ class PermissionQuestion:
         options = self.question.options(
             self._allow, project=rules.project is not None, names_shown=session.render.option_names
         )
-        params = permission_params(
-            session.session_id,
-            permission_tool_call(info, session.render),
-            [option.wire() for option in options],
+        params = session.dialect.permission(
+            session.session_id, info, session.render, [option.wire() for option in options]
         )
         try:
             response = await session.io.request("session/request_permission", params)

@@ -15,7 +15,7 @@ for a client that nests calls, else as lines of its card, which its questions bo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -27,19 +27,9 @@ from dsh_acp.models._model import ToolCallRequest
 from dsh_acp.permissions._declared_paths import PreviewableCalls
 from dsh_acp.session._events import ToolCalled, ToolCancelled, ToolContext, ToolFinished
 from dsh_acp.session._session import Session
-from dsh_acp.wire._bridge import (
-    CallInfo,
-    announce_call,
-    attach_terminal,
-    cancelled_call,
-    child_question,
-    finish_call,
-    output_chunk,
-    steps_card,
-    steps_update,
-)
+from dsh_acp.wire._bridge import CallInfo, steps_card, steps_update
 from dsh_acp.wire._steps import StepList, nested
-from dsh_acp.wire._updates import SessionUpdate, ToolCallCard, ToolCallStatus, card_details, tool_call_update
+from dsh_acp.wire._updates import SessionUpdate, ToolCallStatus
 from dsh_tools import (
     Allow,
     Ask,
@@ -252,16 +242,18 @@ class ToolStep:
         call.partial_plan = self._streaming.take_plan(call.info.call_id)
         if call.is_plan:
             return  # a plan is shown as the session's plan, not as a tool card
-        card = announce_call(call.info, status, self.session.render)
+        session = self.session
         # A card that exists since the call began streaming gets its details as an update.
-        await self.session.send(card_details(card) if early else card)
+        show = session.dialect.card_details if early else session.dialect.announce
+        for update in show(call.info, status, session.render):
+            await session.send(update)
 
     async def _dispatched(self, execution: ToolExecution) -> None:
         call = self._calls[execution.call_id]
         if call.card is CardState.UNSHOWN:
             await self._announce(call, "in_progress")
         elif not call.is_plan:
-            await self.session.send(tool_call_update(call.info.call_id, "in_progress"))
+            await self.session.send(self.session.dialect.status(call.info.call_id, "in_progress"))
 
     def _progress_sink(self, call: _Call) -> Callable[[ProgressEvent], Any]:
         render = self.session.render
@@ -270,10 +262,12 @@ class ToolStep:
             if isinstance(event, TerminalAttached):
                 call.attached = event.terminal_id
                 if call.card is CardState.SHOWN and not call.is_plan:
-                    await self.session.send(attach_terminal(call.info, event.terminal_id))
+                    await self.session.send(
+                        self.session.dialect.attach_terminal(call.info, event.terminal_id)
+                    )
                 return
             if call.output is None:
-                if render.terminal_key is None or not call.info.is_terminal:
+                if not render.live_output or not call.info.is_terminal:
                     # A client without live output gets it once, at the end (or, if the call
                     # is cancelled, what was printed until then).
                     if call.info.is_terminal:
@@ -288,10 +282,12 @@ class ToolStep:
         return sink
 
     def _flusher(self, call: _Call) -> Callable[[str], Any]:
+        session = self.session
+
         async def flush(data: str) -> None:
-            update = output_chunk(call.info, data, self.session.render)
+            update = session.dialect.output(call.info, data, session.render)
             if update is not None:
-                await self.session.send(update)
+                await session.send(update)
 
         return flush
 
@@ -318,7 +314,7 @@ class ToolStep:
         call.move_log(LogState.RESULT)
         if call.card is CardState.SHOWN:
             call.move_card(CardState.CLOSED)
-        updates = finish_call(
+        updates = session.dialect.finish(
             call.info,
             tool_result,
             view,
@@ -329,7 +325,9 @@ class ToolStep:
         )
         for update in updates:
             await session.send(update)
-        if call.partial_plan and not any(update["sessionUpdate"] == "plan" for update in updates):
+        if call.partial_plan and not any(
+            update["sessionUpdate"] in ("plan", "plan_update") for update in updates
+        ):
             await self._streaming.withdraw()  # the plan it showed while streaming is not kept
 
     async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
@@ -357,7 +355,7 @@ class ToolStep:
 
     # -- a call's own calls (a subagent's) ------------------------------------------------
 
-    async def child_update(self, parent_id: str, update: SessionUpdate) -> None:
+    async def child_update(self, parent_id: str, update: SessionUpdate | Mapping[str, Any]) -> None:
         """One of the cards of the calls that the running call ``parent_id`` makes of its own:
         sent as a card under it to a client that nests them, else folded into its lines."""
         call = self._calls.get(parent_id)
@@ -380,8 +378,7 @@ class ToolStep:
         its own card back once answered (its questions are asked one at a time)."""
         call = self._calls[parent_id]
         session = self.session
-        card: ToolCallCard = params["toolCall"]
-        params = {**params, "toolCall": child_question(card, call.info, session.render)}
+        params = session.dialect.child_question(params, call.info, session.render)
         if session.render.nested_calls:
             return await session.io.request("session/request_permission", params)
         if call.asking is None:
@@ -403,7 +400,7 @@ class ToolStep:
                 call.move_card(CardState.CLOSED)
                 if call.output is not None:
                     await call.output.aclose()  # what the tool printed before the cancel still shows
-                updates = cancelled_call(
+                updates = self.session.dialect.cancelled(
                     call.info,
                     self.session.render,
                     streamed=_streamed(call),

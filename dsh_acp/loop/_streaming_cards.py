@@ -32,8 +32,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from dsh_acp.models._model import ToolCallArguments, ToolCallRequest, ToolCallStart
-from dsh_acp.wire._bridge import CallInfo, announce_call, logged_plan_update, plan_update, relativize_title
-from dsh_acp.wire._updates import PlanEntry, tool_call_update
+from dsh_acp.wire._bridge import CallInfo, relativize_title
 from dsh_tools import DiffCallView, GenericCallView, PlanView, TerminalCallView, shown_text
 
 from ._call_arguments import with_unique_id
@@ -205,7 +204,7 @@ class _Card(_Preview):
 
 @dataclass(eq=False, slots=True)
 class _Plan(_Preview):
-    shown: tuple[PlanEntry, ...] | None = None
+    shown: tuple[tuple[str, str, str], ...] | None = None
     """The entries last shown while the call streamed (``None``: none yet)."""
 
 
@@ -252,11 +251,9 @@ class StreamingCards:
             return
         info = CallInfo(call_id=call_id, name=start.name, arguments={}, view=None, kind=definition.kind)
         self._cards[call_id] = _Card(definition, call_id=call_id, title=start.name)
-        card = announce_call(info, "pending", self._session.render)
-        # No rawInput until the arguments are complete: an edit's or a write's full card carries
-        # none to replace it, so an early "{}" would stay on the editor's card for good.
-        card.pop("rawInput", None)
-        await self._session.send(card)
+        session = self._session
+        for update in session.dialect.early_card(info, session.render):
+            await session.send(update)
 
     @asynccontextmanager
     async def timers(self) -> AsyncIterator[None]:
@@ -296,7 +293,7 @@ class StreamingCards:
         if title is None or title == card.title:
             return
         card.title, card.changed = title, now
-        await self._session.send(tool_call_update(card.call_id, title=title))
+        await self._session.send(self._session.dialect.retitled(card.call_id, title))
 
     async def _plan_grew(self, stream: _Plan, text: str) -> None:
         """Show the entries of a streaming plan that are whole, when there are more of them (on
@@ -307,12 +304,11 @@ class StreamingCards:
         view = preview_plan(stream.definition, text)
         if view is None:
             return
-        update = plan_update(view)
-        entries = tuple(update["entries"])
+        entries = tuple((e.content, e.priority, e.status) for e in view.entries)
         if entries == stream.shown:
             return
         stream.shown, stream.changed = entries, now
-        await self._session.send(update)
+        await self._session.send(self._session.dialect.plan(view))
 
     def _hold(self, preview: _Card | _Plan) -> None:
         """Parse the held arguments once the interval is over (once per preview and interval)."""
@@ -346,7 +342,7 @@ class StreamingCards:
 
     async def withdraw(self) -> None:
         """Show the session's plan again in place of one shown while a call streamed."""
-        await self._session.send(logged_plan_update(self._session.plan))
+        await self._session.send(self._session.dialect.logged_plan(self._session.plan))
 
     def complete(self, request: ToolCallRequest) -> ToolCallRequest:
         """The complete call, under the unique id its card has (a call that did not stream
@@ -367,7 +363,7 @@ class StreamingCards:
         self._ids.clear()
         for call_id in [call_id for call_id in self._cards if call_id not in complete]:
             del self._cards[call_id]
-            await self._session.send(tool_call_update(call_id, "failed"))
+            await self._session.send(self._session.dialect.status(call_id, "failed"))
         shown = False
         for call_id in [call_id for call_id in self._plans if call_id not in complete]:
             shown = self.take_plan(call_id) or shown

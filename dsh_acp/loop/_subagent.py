@@ -21,7 +21,7 @@ its commands are stopped as any cancelled command is.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -76,7 +76,7 @@ class _Link:
         self.step = step
         self.task_id = task_id
 
-    async def send(self, update: SessionUpdate) -> None:
+    async def send(self, update: SessionUpdate | Mapping[str, Any]) -> None:
         kind = update["sessionUpdate"]
         if kind == "tool_call" or kind == "tool_call_update":
             await self.step.child_update(self.task_id, update)
@@ -97,7 +97,7 @@ class _TaskSession(Session):
     parent: Session
     link: _Link
 
-    def send(self, update: SessionUpdate) -> Awaitable[None]:
+    def send(self, update: SessionUpdate | Mapping[str, Any]) -> Awaitable[None]:
         return self.link.send(update)
 
     def record(self, event: SessionEvent) -> bool:

@@ -150,5 +150,6 @@ async def undo_last_turn(session: Session, call_id: str) -> str | None:
         undo.notice(turn in history.commands),
     )
     session.record(event)
-    await session.send(restored_card(event, session.render))
+    for update in restored_card(event, session.render):
+        await session.send(update)
     return None

@@ -24,24 +24,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, assert_never
 
 from dsh_acp.models._history import CANCELLED_TEXT
-from dsh_acp.wire._bridge import (
-    CallInfo,
-    RenderContext,
-    announce_call,
-    cancelled_call,
-    finish_call,
-    wire_block,
-)
+from dsh_acp.wire._bridge import CallInfo, RenderContext
+from dsh_acp.wire._dialect import Dialect, Update
+from dsh_acp.wire._dialect_of import dialect_of
 from dsh_acp.wire._steps import StepList, nested
 from dsh_acp.wire._updates import (
     STEP_BREAK,
-    SessionUpdate,
     agent_message,
-    agent_thought,
     compaction_update,
     session_info_update,
     usage_update,
-    user_message_chunk,
 )
 from dsh_tools import PlanView, TextBlock, ToolResult
 
@@ -112,10 +104,12 @@ class _Replay:
     """The cards of one replay (or of one subagent's calls in it): each call's, from its
     announcement to its end."""
 
-    __slots__ = ("calls", "lookup", "open_calls", "render", "tasks", "texted")
+    __slots__ = ("calls", "dialect", "ids", "lookup", "open_calls", "render", "tasks", "texted")
 
     def __init__(self, render: RenderContext, lookup: Callable[[str], ToolDefinition | None] | None) -> None:
         self.render = render
+        self.dialect: Dialect = dialect_of(render)
+        self.ids = _LoggedIds(self.dialect.version == 2)
         self.lookup = lookup
         self.calls: dict[str, _Call] = {}
         self.open_calls: dict[str, CallInfo] = {}
@@ -125,7 +119,7 @@ class _Replay:
         self.tasks: dict[str, _Task] = {}
         """The subagents of the calls still open that have one."""
 
-    def called(self, event: ToolCalled) -> Iterator[SessionUpdate]:
+    def called(self, event: ToolCalled) -> Iterator[Update]:
         definition = self.lookup(event.name) if self.lookup is not None else None
         if event.view is None:
             view = None  # it had no card of its own live: none now either
@@ -145,7 +139,7 @@ class _Replay:
         call = self.calls[event.call_id] = _Call(info, definition, isinstance(view, PlanView))
         if not call.plan:
             self.open_calls[event.call_id] = info
-            yield announce_call(info, "in_progress", self.render)
+            yield from self.dialect.announce(info, "in_progress", self.render)
 
     def _ended(self, call_id: str) -> _Call | None:
         # A call ends once (a result or a cancel): its card is dropped then, not kept to the end
@@ -153,7 +147,7 @@ class _Replay:
         self.open_calls.pop(call_id, None)
         return self.calls.pop(call_id, None)
 
-    def _task_ended(self, call_id: str) -> tuple[list[SessionUpdate], StepList | None]:
+    def _task_ended(self, call_id: str) -> tuple[list[Update], StepList | None]:
         """The updates that close the subagent's calls of the call ``call_id`` (they end before
         it does) and the lines they leave it, if it had a subagent."""
         task = self.tasks.pop(call_id, None)
@@ -161,7 +155,7 @@ class _Replay:
             return [], None
         return list(task.ended()), task.steps
 
-    def finished(self, event: ToolFinished) -> Iterator[SessionUpdate]:
+    def finished(self, event: ToolFinished) -> Iterator[Update]:
         closing, steps = self._task_ended(event.call_id)
         yield from closing
         found = self._ended(event.call_id)
@@ -174,37 +168,41 @@ class _Replay:
             result_view = found.definition.result_view(found.info.arguments, result)
         else:
             result_view = _logged_view(event.view, result=True)
-        yield from finish_call(found.info, result, result_view, self.render, streamed=False, steps=steps)
+        yield from self.dialect.finish(
+            found.info, result, result_view, self.render, streamed=False, steps=steps
+        )
 
-    def cancelled(self, event: ToolCancelled) -> Iterator[SessionUpdate]:
+    def cancelled(self, event: ToolCancelled) -> Iterator[Update]:
         closing, steps = self._task_ended(event.call_id)
         yield from closing
         found = self._ended(event.call_id)
         if found is None:
             return
         if not found.plan:
-            yield from cancelled_call(found.info, self.render, steps=steps)
+            yield from self.dialect.cancelled(found.info, self.render, steps=steps)
             return
         cancelled = ToolResult(content=(TextBlock(text=CANCELLED_TEXT),), is_error=True)
-        yield from finish_call(found.info, cancelled, None, self.render, streamed=False)
+        yield from self.dialect.finish(found.info, cancelled, None, self.render, streamed=False)
 
-    def compacted(self, event: Compacted) -> SessionUpdate:
+    def compacted(self, event: Compacted) -> Update:
         if self.render.compaction and event.compaction_id:
             return compaction_update(event.compaction_id, "completed", event.summary)
-        return agent_message(event.summary, event.text_id)
+        return agent_message(event.summary, self.ids.of(event.text_id))
 
-    def reply(self, event: AssistantReply) -> Iterator[SessionUpdate]:
-        if event.reasoning:
-            yield agent_thought(event.reasoning, event.thought_id)
-        if not event.text:
-            return
-        if event.aside:  # a command's answer: a turn of its own, no model step
-            yield agent_message(event.text, event.text_id)
-            return
-        yield agent_message(STEP_BREAK + event.text if self.texted else event.text, event.text_id)
-        self.texted = True
+    def reply(self, event: AssistantReply) -> list[Update]:
+        text = event.text
+        if text and not event.aside:  # an aside is a command's answer: a turn of its own, no model step
+            text = STEP_BREAK + text if self.texted else text
+            self.texted = True
+        text_id = self.ids.of(event.text_id) if text else event.text_id
+        thought_id = self.ids.of(event.thought_id) if event.reasoning else event.thought_id
+        return self.dialect.replayed_reply(text, text_id, event.reasoning, thought_id)
 
-    def in_task(self, event: TaskEvent) -> Iterator[SessionUpdate]:
+    def prompt(self, event: UserPrompt) -> list[Update]:
+        self.texted = False
+        return self.dialect.replayed_prompt(self.ids.of(event.message_id), event.content)
+
+    def in_task(self, event: TaskEvent) -> Iterator[Update]:
         """One event of the subagent of the open call ``event.task_id``."""
         task = self.tasks.get(event.task_id)
         if task is None:
@@ -213,7 +211,7 @@ class _Replay:
             task = self.tasks[event.task_id] = _Task(event.task_id, self)
         yield from task.shown(task.replay.event(event.event))
 
-    def event(self, event: SessionEvent) -> Iterator[SessionUpdate]:
+    def event(self, event: SessionEvent) -> Iterator[Update]:
         """A subagent's event: its calls' cards (its words are its answer, not the chat)."""
         match event:
             case ToolCalled():
@@ -225,13 +223,30 @@ class _Replay:
             case _:
                 pass
 
-    def unfinished(self) -> Iterator[SessionUpdate]:
+    def unfinished(self) -> Iterator[Update]:
         """The calls the agent stopped before they finished: failed, never pending (a
         subagent's before the task's)."""
         for info in self.open_calls.values():
             closing, steps = self._task_ended(info.call_id)
             yield from closing
-            yield from cancelled_call(info, self.render, steps=steps)
+            yield from self.dialect.cancelled(info, self.render, steps=steps, crashed=True)
+
+
+class _LoggedIds:
+    """The ids of logged messages, made up (``logged-N``) for those a log of an older agent kept
+    without one, when the client's version requires them."""
+
+    __slots__ = ("_made", "_required")
+
+    def __init__(self, required: bool) -> None:
+        self._required = required
+        self._made = 0
+
+    def of(self, message_id: str | None) -> str | None:
+        if message_id is not None or not self._required:
+            return message_id
+        self._made += 1
+        return f"logged-{self._made}"
 
 
 class _Task:
@@ -245,7 +260,7 @@ class _Task:
         self.replay = _Replay(parent.render.for_children(), parent.lookup)
         self.steps = StepList()
 
-    def shown(self, updates: Iterable[SessionUpdate]) -> Iterator[SessionUpdate]:
+    def shown(self, updates: Iterable[Update]) -> Iterator[Update]:
         if self.replay.render.nested_calls:
             for update in updates:
                 yield nested(update, self.task_id)
@@ -253,13 +268,13 @@ class _Task:
             for update in updates:
                 self.steps.feed(update)
 
-    def ended(self) -> Iterator[SessionUpdate]:
+    def ended(self) -> Iterator[Update]:
         yield from self.shown(self.replay.unfinished())
 
 
-def restored_card(event: FilesRestored, render: RenderContext) -> SessionUpdate:
+def restored_card(event: FilesRestored, render: RenderContext) -> list[Update]:
     """An undo's card, live and replayed alike: a finished ``edit`` card with the diffs of what
-    was restored, its first lines saying what was left as it was."""
+    was restored, its first lines saying what was left as it was (in the client's version)."""
     info = CallInfo(
         call_id=event.call_id,
         name="undo",
@@ -268,14 +283,15 @@ def restored_card(event: FilesRestored, render: RenderContext) -> SessionUpdate:
         kind="edit",
         notice=event.notice,
     )
-    return announce_call(info, "completed", render)
+    return dialect_of(render).announce(info, "completed", render)
 
 
 def replay_updates(
     events: Iterable[SessionEvent], render: RenderContext, tools: ToolRegistry | None = None
-) -> Iterator[SessionUpdate]:
-    """The updates that replay ``events`` to a client with ``render``; ``tools`` present the calls
-    of tools they have (without it, every card comes from the log)."""
+) -> Iterator[Update]:
+    """The updates that replay ``events`` to a client with ``render``, in the shapes of the ACP
+    version it speaks; ``tools`` present the calls of tools they have (without it, every card
+    comes from the log)."""
     replay = _Replay(render, tools.get if tools is not None else None)
     for event in events:
         match event:
@@ -290,15 +306,13 @@ def replay_updates(
             case ToolCancelled():
                 yield from replay.cancelled(event)
             case UserPrompt():
-                replay.texted = False
-                for block in event.content:
-                    yield user_message_chunk(wire_block(block), event.message_id)
+                yield from replay.prompt(event)
             case Compacted():
                 yield replay.compacted(event)
             case TitleSet():
                 yield session_info_update(event.title, event.updated_at)
             case FilesRestored():
-                yield restored_card(event, render)
+                yield from restored_card(event, render)
             case TaskEvent():
                 yield from replay.in_task(event)
             case (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from ._state import SessionState
 from ._store import SessionLog, StoreError
 
 if TYPE_CHECKING:
+    from dsh_acp.wire._dialect import Dialect
     from dsh_acp.wire._render_context import RenderContext
     from dsh_tools import Services, ToolRegistry
 
@@ -162,7 +163,15 @@ class Session(SessionState):
         self.apply(event)
         return True
 
-    def send(self, update: SessionUpdate) -> Awaitable[None]:
+    @property
+    def dialect(self) -> Dialect:
+        """The wire shapes of the ACP version the session's client speaks (they draw views: the
+        first card a session sends loads them, not its making)."""
+        from dsh_acp.wire._dialect_of import dialect_of
+
+        return dialect_of(self.render)
+
+    def send(self, update: SessionUpdate | Mapping[str, Any]) -> Awaitable[None]:
         """Send one ``session/update`` of this session (await it).
 
         The connection's own awaitable, not a coroutine awaiting it: a model's every token is sent

@@ -19,9 +19,13 @@ def _tool_calls(message: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]
         if isinstance(update, Mapping) and update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
             return [(str(update["sessionUpdate"]), update)]
     elif method == "session/request_permission":
-        call = params.get("toolCall")
+        call = params.get("toolCall")  # v1
         if isinstance(call, Mapping):
             return [("session/request_permission toolCall", call)]
+        subject = params.get("subject")  # v2: the call is the request's subject
+        call = subject.get("toolCall") if isinstance(subject, Mapping) else None
+        if isinstance(call, Mapping):
+            return [("session/request_permission subject.toolCall", call)]
     return []
 
 

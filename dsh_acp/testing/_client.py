@@ -291,15 +291,19 @@ class AcpClient:
         client_info: Mapping[str, Any] | None = None,
     ) -> Any:
         """``initialize`` with the given client capabilities (and ``clientInfo``: the agent
-        knows some clients by name, e.g. ``{"name": "zed"}`` shows permission option names)."""
-        return await self.request(
-            "initialize",
-            {
+        knows some clients by name, e.g. ``{"name": "zed"}`` shows permission option names),
+        asking for ACP ``version`` (2: the v2 draft, whose params name them ``capabilities``
+        and ``info``)."""
+        info = dict(client_info or {"name": "dsh-acp-test-client", "version": "1"})
+        if version >= 2:
+            params = {"protocolVersion": version, "info": info, "capabilities": dict(capabilities or {})}
+        else:
+            params = {
                 "protocolVersion": version,
                 "clientCapabilities": dict(capabilities or {}),
-                "clientInfo": dict(client_info or {"name": "dsh-acp-test-client", "version": "1"}),
-            },
-        )
+                "clientInfo": info,
+            }
+        return await self.request("initialize", params)
 
     async def new_session(self, cwd: str, **extra: Any) -> str:
         """``session/new``; returns the session id."""
@@ -311,6 +315,40 @@ class AcpClient:
         """``session/prompt`` with text (``str``) or raw ACP content blocks."""
         prompt = [{"type": "text", "text": b} if isinstance(b, str) else b for b in blocks]
         return await self.request("session/prompt", {"sessionId": session_id, "prompt": prompt})
+
+    def turn_end(self, session_id: str, answer: Any) -> dict[str, Any] | None:
+        """On a v2 connection, the idle ``state_update`` of ``session_id`` that ended the turn of
+        the prompt answered ``answer`` (the first after that answer on the wire), if it came."""
+        lines = self.lines
+        start = next(
+            (
+                index
+                for index, line in enumerate(lines)
+                if line.direction == "agent"
+                and isinstance(line.message, dict)
+                and line.message.get("result") == answer
+            ),
+            len(lines),
+        )
+        for line in lines[start:]:
+            message = line.message
+            if line.direction != "agent" or not isinstance(message, dict):
+                continue
+            if message.get("method") != "session/update" or message["params"]["sessionId"] != session_id:
+                continue
+            update = message["params"]["update"]
+            if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
+                return dict(update)
+        return None
+
+    async def turn(self, session_id: str, *blocks: Any, limit: float = 30) -> Any:
+        """A prompt and its whole turn: v1's prompt answer, or on a v2 connection (where the
+        prompt is answered once accepted) the idle ``state_update`` that ended the turn."""
+        answer = await self.prompt(session_id, *blocks)
+        if self.protocol < 2:
+            return answer
+        await self.wait_until(lambda: self.turn_end(session_id, answer) is not None, limit)
+        return self.turn_end(session_id, answer)
 
     async def cancel(self, session_id: str) -> None:
         """``session/cancel``."""

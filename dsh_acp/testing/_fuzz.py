@@ -285,6 +285,7 @@ async def fuzz_agent(
     generator = FrameGenerator(rng, cwd)
     report = FuzzReport()
     methods: dict[Any, list[str]] = {}  # request ids we sent, and the methods sent with them
+    protocols = [1, 2]  # the ACP versions a line may be of, the one the connection speaks first
     answered: dict[str, anyio.Event] = {}
     started = time.monotonic()
     process = await anyio.open_process(list(command), env=env, cwd=cwd)
@@ -311,15 +312,22 @@ async def fuzz_agent(
             report.internal_errors += 1
         is_result = "method" not in message and "result" in message
         candidates: list[str | None] = list(methods.get(request_id, [])) if is_result else []
+        if is_result and "initialize" in candidates and isinstance(message["result"], dict):
+            version = message["result"].get("protocolVersion")
+            if version in protocols:
+                protocols.remove(version)
+                protocols.insert(0, version)
         problems = []
-        for method in candidates or [None]:
+        # The connection speaks the version its last initialize chose; a session made before a
+        # second initialize keeps the version it was made in.
+        for protocol, method in ((p, m) for p in protocols for m in candidates or [None]):
             try:
-                schema.validate_agent_message(message, method)
+                schema.for_protocol(protocol).validate_agent_message(message, method)
                 break
             except SchemaViolation as violation:
                 problems.append(str(violation))
         else:
-            report.invalid.append(f"{problems[-1][:300]} in {raw[:200]!r}")
+            report.invalid.append(f"{problems[0][:300]} in {raw[:200]!r}")
         report.invalid.extend(f"{problem}: {raw[:200]!r}" for problem in wire_problems(message))
 
     async def read_stdout() -> None:

@@ -137,12 +137,15 @@ def _leave_out_the_agent(message: dict[str, Any]) -> None:
     result = message.get("result")
     if isinstance(result, Mapping):
         result = message["result"] = dict(result)
-        info = result.get("agentInfo")
-        if isinstance(info, Mapping) and "version" in info:
-            result["agentInfo"] = {**info, "version": "{{version}}"}
+        for key in ("agentInfo", "info"):  # v2 names the agent's ``info``, its ``capabilities``
+            info = result.get(key)
+            if isinstance(info, Mapping) and "version" in info:
+                result[key] = {**info, "version": "{{version}}"}
         for key, placeholder in (
             ("agentCapabilities", "{{agentCapabilities}}"),
+            ("capabilities", "{{capabilities}}"),
             ("authMethods", "{{authMethods}}"),
+            ("availableCommands", "{{commands}}"),  # v2 gives a session's commands in its answers
         ):
             if key in result:
                 result[key] = placeholder

@@ -227,11 +227,11 @@ async def _prompt(run: _Run, client: AcpClient, body: dict[str, Any]) -> None:
         await client.wait_until(lambda: _client_requests(client) > sent)
         return
     if cancel_after is None:
-        await _request(client, "session/prompt", params)
+        await _turn(client, params)
         return
     before = len(client.updates(session))
     async with anyio.create_task_group() as group:
-        group.start_soon(_request, client, "session/prompt", params)
+        group.start_soon(_turn, client, params)
         await client.wait_for(lambda _: len(client.updates(session)) - before >= cancel_after)
         await client.cancel(session)
 
@@ -241,7 +241,7 @@ async def _unanswered(run: _Run, client: AcpClient, params: Any) -> None:
     if run.answered.is_set():
         run.answered = anyio.Event()
     try:
-        await _request(client, "session/prompt", params)
+        await _turn(client, params)
     finally:
         run.outstanding -= 1
         if not run.outstanding:
@@ -254,6 +254,25 @@ def _client_requests(client: AcpClient) -> int:
         for line in client.lines
         if line.direction == "client" and isinstance(line.message, dict) and "id" in line.message
     )
+
+
+async def _turn(client: AcpClient, params: dict[str, Any]) -> None:
+    """A prompt to its turn's end: its answer (v1), or the ``state_update`` that says the session
+    went idle after its answer (v2, where the answer only says the prompt was accepted)."""
+    result = await _request(client, "session/prompt", params)
+    if client.protocol >= 2 and result is not None:
+        session = params["sessionId"]
+        await client.wait_until(lambda: client.turn_end(session, result) is not None, 30)
+
+
+def _initialize_params(body: dict[str, Any], protocol: int) -> dict[str, Any]:
+    """The step's ``initialize`` params, with what a client always sends: v1's, or those of the
+    version asked for (v2 names the client ``info`` and its ``capabilities``)."""
+    version = body.get("protocolVersion", protocol)
+    if isinstance(version, int) and version >= 2:
+        info = {"name": "dsh-acp-scenario", "version": "1"}
+        return {"protocolVersion": version, "info": info, "capabilities": {}, **body}
+    return {"protocolVersion": 1, "clientCapabilities": {}, **body}
 
 
 async def _request(client: AcpClient, method: str, params: Any) -> Any:
@@ -275,8 +294,7 @@ async def _play(run: _Run, client: AcpClient, steps: Sequence[dict[str, Any]]) -
         ((kind, body),) = step.items()
         body = run.expand(body) if kind != "prompt" else body
         if kind == "initialize":
-            params = {"protocolVersion": 1, "clientCapabilities": {}, **body}
-            await _request(client, "initialize", params)
+            await _request(client, "initialize", _initialize_params(body, run.scenario.protocol))
         elif kind == "new_session":
             result = await _request(client, "session/new", {"cwd": str(run.cwd), "mcpServers": [], **body})
             if result is not None:

@@ -4,8 +4,11 @@ read and checked before anything runs (``docs/tool-authors.md`` describes every 
 A scenario folder (``wire/<name>/``) holds:
 
 - ``scenario.json``: ``{"description": ..., "args": [extra dsh-acp flags], "steps": [...],
-  "pythonpath": [folders, relative to the scenario, where ``--tools MODULE:NAME`` modules live]}``
-  (the scenario folder itself is always on the path: a ``tools.py`` beside ``scenario.json`` works);
+  "pythonpath": [folders, relative to the scenario, where ``--tools MODULE:NAME`` modules live],
+  "protocol": 2}`` (the scenario folder itself is always on the path: a ``tools.py`` beside
+  ``scenario.json`` works; ``protocol`` is the ACP version the client speaks, default 1: with 2 it
+  asks for the v2 draft, each prompt step waits for the turn's idle ``state_update``, and the
+  golden pins, and is validated as, the v2 wire);
 - ``model.json``: the scripted model (``{"turns": [...]}``, see ``dsh_acp`` ``--model script:``);
   ``{{cwd}}`` in it is the session's temp folder;
 - ``workspace/`` (optional): copied into a fresh temp folder that is the session cwd;
@@ -19,7 +22,8 @@ Steps (one key each; strings may use ``{{cwd}}``, ``{{site}}``, ``{{sessionId}}`
 ``{{python}}`` / ``{{scenario}}`` — this interpreter and the scenario folder, to start an MCP
 server that lives beside the scenario; those two never reach the golden unless the agent echoes
 them):
-``{"initialize": {"clientCapabilities": {...}, "protocolVersion": 1}}``,
+``{"initialize": {"clientCapabilities": {...}, "protocolVersion": 1}}`` (v2's: ``{"capabilities":
+{...}}``),
 ``{"new_session": {"additionalDirectories": [...]}}``,
 ``{"prompt": {"text": "..." | "blocks": [...], "session": 1, "permissions": ["allow_once", ...],
 "elicitations": [{"action": "accept", "content": {...}}, ...], "cancel_after": N,
@@ -52,7 +56,7 @@ import orjson
 __all__ = ["Scenario", "ScenarioError", "discover_scenarios", "scenario_problems"]
 
 REQUIRED_FILES = ("scenario.json", "model.json")
-_FIELDS = {"description", "args", "steps", "pythonpath"}
+_FIELDS = {"description", "args", "steps", "pythonpath", "protocol"}
 
 _Check = Callable[[Any], str | None]
 """Says what is wrong with a field's value, or ``None``."""
@@ -164,6 +168,8 @@ def _document_problems(document: Any) -> list[str]:
     for name in ("args", "pythonpath"):
         if name in document and (problem := _strings(document[name])) is not None:
             problems.append(f"scenario.json: {name} {problem}")
+    if document.get("protocol", 1) not in (1, 2) or isinstance(document.get("protocol"), bool):
+        problems.append('scenario.json: "protocol" is the ACP version the client speaks: 1 or 2')
     steps = document.get("steps")
     if not isinstance(steps, list) or not steps:
         problems.append("scenario.json needs a non-empty list of steps")
@@ -187,6 +193,9 @@ class Scenario:
     args: tuple[str, ...] = ()
     pythonpath: tuple[str, ...] = ()
     """Extra import folders for ``--tools`` modules, relative to the scenario folder."""
+    protocol: int = 1
+    """The ACP version the scenario's client speaks (``"protocol": 2``: the v2 draft): what its
+    ``initialize`` steps ask for unless they name a ``protocolVersion``."""
     problems: tuple[str, ...] = ()
     """Why the folder cannot be played (a scenario ``discover_scenarios`` found broken): running
     it raises ``ScenarioError`` with them."""
@@ -228,6 +237,7 @@ class Scenario:
             tuple(document["steps"]),
             tuple(document.get("args", ())),
             tuple(document.get("pythonpath", ())),
+            document.get("protocol", 1),
         )
 
     @classmethod

@@ -85,7 +85,8 @@ class LoadSessionParams(NewSessionParams):
 
 
 class ResumeSessionParams(LoadSessionParams):
-    pass
+    replay_from: dict[str, Any] | None = Field(default=None, alias="replayFrom")
+    """v2: where the replay starts (``{"type": "start"}``); ``None``: no replay."""
 
 
 class ForkSessionParams(LoadSessionParams):

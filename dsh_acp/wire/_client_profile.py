@@ -44,6 +44,8 @@ TerminalsChoice = Literal["auto", "client", "agent"]
 class ClientProfile:
     """The client's abilities that change what the agent sends."""
 
+    protocol: int = 1
+    """The ACP version the connection speaks (``initialize`` negotiated it): 1, or the v2 draft."""
     terminal_key: TerminalKey | None = None
     """The ``_meta`` key for live output of commands the agent runs; ``None``: no live output."""
     client_terminals: bool = False

@@ -34,6 +34,16 @@ class RenderContext:
     nested_calls: bool = False
     """Whether the client shows a subagent's calls as cards under its task's card (else the
     task card lists them as its content)."""
+    protocol: int = 1
+    """The ACP version the client speaks: the wire shapes the same intents are drawn in."""
+    as_lines: bool = False
+    """A subagent's calls, drawn as lines of its task's card (a client that does not nest them)."""
+
+    @property
+    def live_output(self) -> bool:
+        """Whether a command's output reaches the client as it prints (a v2 client's terminals,
+        a v1 client's ``_meta`` convention), rather than once, at its end."""
+        return self.terminal_key is not None or (self.protocol == 2 and not self.as_lines)
 
     @classmethod
     def for_profile(cls, cwd: str, profile: ClientProfile) -> RenderContext:
@@ -45,6 +55,7 @@ class RenderContext:
             notices=profile.notices,
             option_names=profile.option_names,
             nested_calls=profile.nested_calls,
+            protocol=profile.protocol,
         )
 
     def for_children(self) -> RenderContext:
@@ -52,4 +63,5 @@ class RenderContext:
         without live terminals (they become lines of the task's card, never terminals); never
         as the session's compaction or notices (a subagent compacts its own conversation)."""
         terminal_key = self.terminal_key if self.nested_calls else None
-        return replace(self, terminal_key=terminal_key, compaction=False, notices=False)
+        lines = not self.nested_calls
+        return replace(self, terminal_key=terminal_key, compaction=False, notices=False, as_lines=lines)

@@ -10,6 +10,7 @@ and on replay alike, so both end with the same lines.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
 from ._updates import SessionUpdate, ToolCallCard, ToolCallUpdate
@@ -56,7 +57,7 @@ class StepList:
     def __bool__(self) -> bool:
         return bool(self._steps)
 
-    def feed(self, update: SessionUpdate | ToolCallCard | ToolCallUpdate) -> bool:
+    def feed(self, update: SessionUpdate | ToolCallCard | ToolCallUpdate | Mapping[str, Any]) -> bool:
         """Take in one of a child's updates; whether a line changed (anything but a card's
         title or status, such as live output, changes none)."""
         kind = update.get("sessionUpdate")
@@ -68,8 +69,8 @@ class StepList:
         title, status = update.get("title"), update.get("status")
         step = self._steps.get(call_id)
         if step is None:
-            if kind != "tool_call":
-                return False  # never announced: not a step
+            if kind != "tool_call" and not isinstance(title, str):
+                return False  # never announced: not a step (v2 announces with an upsert, titled)
             self._steps[call_id] = [title if isinstance(title, str) else call_id, str(status or "pending")]
             return True
         changed = False

@@ -35,12 +35,13 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { Readable, Writable } from "node:stream";
 import { parseArgs } from "node:util";
 
 import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
 import { WebSocket } from "ws";
+
+import { startAgent } from "./agent_process.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -94,8 +95,8 @@ const record = (kind, data) => {
   return event;
 };
 
-// The agent as a child process on stdio (the default), or null with --connect.
-const startAgent = async () => {
+// The agent as a child process on stdio (the default), or none with --connect.
+const agentArgs = async () => {
   const stateDir = path.resolve(args["state-dir"]);
   await mkdir(stateDir, { recursive: true });
   let model = ["--model", args.model, "--base-url", args["base-url"]];
@@ -106,58 +107,15 @@ const startAgent = async () => {
     await writeFile(modelPath, script);
     model = ["--model", `script:${modelPath}`];
   }
-  return spawn(args.python, ["-m", "dsh_acp", ...model, "--state-dir", stateDir, "--mode", "default"], {
-    cwd: workspace,
-    stdio: ["pipe", "pipe", "pipe"],
-  });
+  return [...model, "--state-dir", stateDir, "--mode", "default"];
 };
-const child = args.connect ? null : await startAgent();
-let agentStderr = "";
-child?.stderr.setEncoding("utf8");
-child?.stderr.on("data", (chunk) => {
-  agentStderr += chunk;
-});
-const exited = new Promise((resolve) => {
-  child?.on("exit", (code, signal) => resolve({ code, signal }));
-});
-
-// Tap both directions at the byte level: the transcript is exactly the wire, in order.
-const decoder = new TextDecoder();
-let pending = "";
-const agentOut = args.connect ? null : Readable.toWeb(child.stdout).pipeThrough(
-  new TransformStream({
-    transform(chunk, controller) {
-      pending += decoder.decode(chunk, { stream: true });
-      let newline;
-      while ((newline = pending.indexOf("\n")) >= 0) {
-        const line = pending.slice(0, newline);
-        pending = pending.slice(newline + 1);
-        if (line.trim()) {
-          let message;
-          try {
-            message = JSON.parse(line);
-          } catch {
-            message = { unparsable: line };
-          }
-          transcript.push({ dir: "agent", message });
-        }
-      }
-      controller.enqueue(chunk);
-    },
-  }),
-);
-const stdinWriter = args.connect ? null : Writable.toWeb(child.stdin).getWriter();
-const agentIn = new WritableStream({
-  async write(chunk) {
-    for (const line of decoder.decode(chunk).split("\n")) {
-      if (line.trim()) transcript.push({ dir: "client", message: JSON.parse(line) });
-    }
-    await stdinWriter.write(chunk);
-  },
-  async close() {
-    await stdinWriter.close();
-  },
-});
+const agentProcess = args.connect
+  ? null
+  : startAgent({ python: args.python, args: await agentArgs(), cwd: workspace, transcript });
+const child = agentProcess?.child ?? null;
+const exited = agentProcess?.exited;
+const agentIn = agentProcess?.input;
+const agentOut = agentProcess?.output;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -522,7 +480,7 @@ try {
   if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   for (const terminal of terminals.values()) killGroup(terminal);
 }
-output.agentStderr = agentStderr;
+output.agentStderr = agentProcess?.stderr() ?? "";
 // Exit once the report is out: to a pipe, stdout is written asynchronously, and process.exit
 // right after the write cut reports longer than the pipe's 64 KiB.
 process.stdout.write(JSON.stringify(output, null, 2) + "\n", () => process.exit(output.error ? 1 : 0));
