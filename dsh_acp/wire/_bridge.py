@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from dsh_acp._safe_text import visible
 from dsh_tools import (
@@ -45,6 +45,7 @@ from dsh_tools import (
     text_of,
 )
 
+from ._client_profile import TerminalKey
 from ._render_context import RenderContext
 from ._steps import StepList, nested
 from ._updates import (
@@ -285,17 +286,7 @@ def _view_fields(info: CallInfo, ctx: RenderContext) -> ToolCallFields:
     fields: ToolCallFields = {"toolCallId": info.call_id}
     if isinstance(view, TerminalCallView):
         fields.update({"title": view.title, "name": info.name, "kind": "execute"})
-        if ctx.terminal_key is not None:
-            fields["content"] = [
-                *_shown_text(view.description),
-                {"type": "terminal", "terminalId": info.call_id},
-            ]
-            fields["rawInput"] = _terminal_input(info, view)
-            cwd = info.cwd or (absolute(view.cwd, ctx.cwd) if view.cwd else ctx.cwd)
-            fields["_meta"] = {"terminal_info": {"terminal_id": info.call_id, "cwd": cwd}}
-        else:
-            fields["content"] = _shown_text(view.description)
-            fields["rawInput"] = _terminal_input(info, view)
+        _terminal_cards(ctx).announce(fields, info, view, ctx)
     elif isinstance(view, DiffCallView):
         fields.update(
             {
@@ -397,11 +388,9 @@ def child_question(card: ToolCallCard, parent: CallInfo, ctx: RenderContext) -> 
 
 def output_chunk(info: CallInfo, data: str, ctx: RenderContext) -> ToolCallUpdate | None:
     """Live terminal output (appended by the client), or ``None`` when it has no terminal."""
-    if ctx.terminal_key is None or not info.is_terminal or not data:
+    if not info.is_terminal or not data:
         return None
-    return tool_call_update(
-        info.call_id, meta={ctx.terminal_key: {"terminal_id": info.call_id, "data": data}}
-    )
+    return _terminal_cards(ctx).output(info, data)
 
 
 # -- the result ----------------------------------------------------------------------------
@@ -414,6 +403,156 @@ def _failed_exit(view: ToolResultView | None) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    """What a command's closing card tells, read once from its result."""
+
+    output: str | None
+    """What it printed, when the card shows it here (``None``: nothing, or it streamed)."""
+    reason: str | None
+    """Why it failed, when it did other than by its exit status (a timeout, a refusal...)."""
+    exit_line: str | None
+    """``Exit code N`` or the signal that killed it."""
+    title: str | None
+    after: str | None
+    """A last line (the sandbox's reading of a refusal), after everything else."""
+    exit_code: int | None
+    signal: str | None
+
+
+def _ending(result: ToolResult, view: ToolResultView | None) -> _Ending:
+    if not isinstance(view, TerminalResultView):
+        reason = text_of(result.content).removeprefix("Error: ") if result.is_error else None
+        output = None if result.is_error else text_of(result.content)
+        return _Ending(output, _visible_lines(reason), None, None, None, None, None)
+    output = view.output
+    if output is None and not result.is_error:
+        output = text_of(result.content)
+    reason = None
+    if result.is_error:
+        reason = view.error or (
+            None if view.output is not None else text_of(result.content).removeprefix("Error: ")
+        )
+    return _Ending(
+        output=output,
+        reason=_visible_lines(reason),  # it may quote the command
+        exit_line=_exit_line(view.exit_code, view.signal),
+        title=view.title or None,
+        after=_visible_lines(view.note),  # it quotes paths
+        exit_code=view.exit_code,
+        signal=view.signal,
+    )
+
+
+def _visible_lines(text: str | None) -> str | None:
+    return visible(text, lines=True) if text else text
+
+
+def _one_line_title(info: CallInfo, end: _Ending) -> str | None:
+    """The closing title for a client that may show a card as one line (its title, or the start
+    of its text): the exit status is in it."""
+    if end.exit_line is None:
+        return end.title
+    line = end.exit_line
+    return f"{end.title or _shown_title(info)} ({line[0].lower()}{line[1:]})"
+
+
+class _LiveTerminal:
+    """A client that draws the agent's terminal from ``_meta`` (Zed, JetBrains): the card holds
+    a terminal, the output streams into it under the client's key, the exit goes in ``_meta``."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: TerminalKey) -> None:
+        self.key = key
+
+    def announce(
+        self, fields: ToolCallFields, info: CallInfo, view: TerminalCallView, ctx: RenderContext
+    ) -> None:
+        fields["content"] = [*_shown_text(view.description), {"type": "terminal", "terminalId": info.call_id}]
+        fields["rawInput"] = _terminal_input(info, view)
+        cwd = info.cwd or (absolute(view.cwd, ctx.cwd) if view.cwd else ctx.cwd)
+        fields["_meta"] = {"terminal_info": {"terminal_id": info.call_id, "cwd": cwd}}
+
+    def output(self, info: CallInfo, data: str) -> ToolCallUpdate:
+        return tool_call_update(info.call_id, meta={self.key: {"terminal_id": info.call_id, "data": data}})
+
+    def finish(
+        self, info: CallInfo, end: _Ending, status: ToolCallStatus, streamed: bool
+    ) -> list[ToolCallUpdate]:
+        """The client draws the exit itself: the terminal's last lines, then the exit in ``_meta``."""
+        updates: list[ToolCallUpdate] = []
+        output = end.output
+        tail = "" if streamed or not output else output
+        if end.reason:
+            separator = "\n" if tail and not tail.endswith("\n") else ""
+            tail += f"{separator}[{end.reason}]\n"
+        if end.after:  # after what the terminal shows last: this tail, else what streamed
+            shown = tail or (output if streamed else None) or ""
+            tail += ("\n" if shown and not shown.endswith("\n") else "") + f"{end.after}\n"
+        if tail:
+            updates.append(self.output(info, tail))
+        exit_meta = {
+            "terminal_exit": {"terminal_id": info.call_id, "exit_code": end.exit_code, "signal": end.signal}
+        }
+        updates.append(tool_call_update(info.call_id, status, title=end.title, meta=exit_meta))
+        return updates
+
+
+class _PlainTerminal:
+    """A client that draws no terminal: the command's card shows its output once, at the end,
+    fenced, with the exit status first."""
+
+    __slots__ = ()
+
+    def announce(
+        self, fields: ToolCallFields, info: CallInfo, view: TerminalCallView, ctx: RenderContext
+    ) -> None:
+        fields["content"] = _shown_text(view.description)
+        fields["rawInput"] = _terminal_input(info, view)
+
+    def output(self, info: CallInfo, data: str) -> None:
+        return None
+
+    def finish(
+        self, info: CallInfo, end: _Ending, status: ToolCallStatus, ctx: RenderContext
+    ) -> list[ToolCallUpdate]:
+        parts: list[str] = [end.exit_line] if end.exit_line else []
+        if end.output:
+            parts.append(
+                fenced(bound_text(end.output, head=ctx.fallback_head, tail=ctx.fallback_tail), "console")
+            )
+        elif not end.reason:
+            parts.append("(no output)")
+        parts.extend(part for part in (end.reason, end.after) if part)
+        content = _content([TextBlock(text="\n\n".join(parts))])
+        return [tool_call_update(info.call_id, status, title=_one_line_title(info, end), content=content)]
+
+
+def _client_terminal_finish(
+    info: CallInfo, end: _Ending, status: ToolCallStatus, ctx: RenderContext, terminal_id: str
+) -> list[ToolCallUpdate]:
+    """A command that ran in the client's own terminal: the card keeps showing it, the exit
+    status and why it failed beneath."""
+    note = "\n\n".join(part for part in (end.exit_line, end.reason, end.after) if part)
+    content = _attached_content(info, terminal_id, note or None)
+    update = tool_call_update(info.call_id, status, title=_one_line_title(info, end), content=content)
+    if end.output:  # for clients that list a call's raw output rather than draw its terminal (acpx)
+        update["rawOutput"] = {
+            "output": bound_text(end.output, head=ctx.fallback_head, tail=ctx.fallback_tail)
+        }
+    return [update]
+
+
+_PLAIN = _PlainTerminal()
+_LIVE = {key: _LiveTerminal(key) for key in get_args(TerminalKey)}
+
+
+def _terminal_cards(ctx: RenderContext) -> _LiveTerminal | _PlainTerminal:
+    """How the client shows a command's card, from its profile: a terminal it draws, or none."""
+    return _PLAIN if ctx.terminal_key is None else _LIVE[ctx.terminal_key]
+
+
 def _terminal_finish(
     info: CallInfo,
     result: ToolResult,
@@ -423,69 +562,13 @@ def _terminal_finish(
     streamed: bool,
     attached: str | None = None,
 ) -> list[ToolCallUpdate]:
-    terminal = view if isinstance(view, TerminalResultView) else None
-    exit_code = terminal.exit_code if terminal else None
-    signal = terminal.signal if terminal else None
-    reason: str | None = None
-    if result.is_error:
-        reason = (terminal.error if terminal else None) or (
-            None
-            if terminal and terminal.output is not None
-            else text_of(result.content).removeprefix("Error: ")
-        )
-    reason = visible(reason, lines=True) if reason else reason  # it may quote the command
-    output = terminal.output if terminal and terminal.output is not None else None
-    if output is None and not result.is_error:
-        output = text_of(result.content)
-    title = terminal.title if terminal and terminal.title else None
-    line = _exit_line(exit_code, signal)
-    after = visible(terminal.note, lines=True) if terminal and terminal.note else None  # it quotes paths
-
-    if ctx.terminal_key is not None and attached is None:  # the client draws the exit itself
-        updates: list[ToolCallUpdate] = []
-        tail = "" if streamed or not output else output
-        if reason:
-            separator = "\n" if tail and not tail.endswith("\n") else ""
-            tail += f"{separator}[{reason}]\n"
-        if after:  # after what the terminal shows last: this tail, else what streamed
-            shown = tail or (output if streamed else None) or ""
-            tail += ("\n" if shown and not shown.endswith("\n") else "") + f"{after}\n"
-        chunk = output_chunk(info, tail, ctx)
-        if chunk is not None:
-            updates.append(chunk)
-        exit_meta = {"terminal_exit": {"terminal_id": info.call_id, "exit_code": exit_code, "signal": signal}}
-        updates.append(tool_call_update(info.call_id, status, title=title, meta=exit_meta))
-        return updates
-
-    # A client that may show a card as one line (its title, or the start of its text) sees the
-    # exit status there: in the title, and first in the text.
-    if line is not None:
-        title = f"{title or _shown_title(info)} ({line[0].lower()}{line[1:]})"
-    if attached is not None:  # the client's terminal shows the output; the card keeps it
-        note = "\n\n".join(part for part in (line, reason, after) if part)
-        update = tool_call_update(
-            info.call_id, status, title=title, content=_attached_content(info, attached, note or None)
-        )
-        if output:  # for clients that list a call's raw output rather than draw its terminal (acpx)
-            update["rawOutput"] = {
-                "output": bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail)
-            }
-        return [update]
-
-    parts: list[str] = [line] if line else []
-    if output:
-        parts.append(fenced(bound_text(output, head=ctx.fallback_head, tail=ctx.fallback_tail), "console"))
-    elif not reason:
-        parts.append("(no output)")
-    if reason:
-        parts.append(reason)
-    if after:
-        parts.append(after)
-    return [
-        tool_call_update(
-            info.call_id, status, title=title, content=_content([TextBlock(text="\n\n".join(parts))])
-        )
-    ]
+    end = _ending(result, view)
+    if attached is not None:
+        return _client_terminal_finish(info, end, status, ctx, attached)
+    cards = _terminal_cards(ctx)
+    if isinstance(cards, _LiveTerminal):
+        return cards.finish(info, end, status, streamed)
+    return cards.finish(info, end, status, ctx)
 
 
 def _shown_title(info: CallInfo) -> str:
@@ -526,6 +609,18 @@ def finish_call(
     if isinstance(view, TerminalResultView):  # no terminal was announced: the fenced fallback
         plain = RenderContext(ctx.cwd, None, ctx.fallback_head, ctx.fallback_tail)
         return [*_terminal_finish(info, result, view, plain, status, streamed)]
+    return [_card_finish(info, result, view, ctx, status, steps)]
+
+
+def _card_finish(
+    info: CallInfo,
+    result: ToolResult,
+    view: GenericResultView | TerminalResultView | DiffResultView | None,
+    ctx: RenderContext,
+    status: ToolCallStatus,
+    steps: StepList | None,
+) -> ToolCallUpdate:
+    """The closing update of a call that is not a command: the result's card."""
     update = tool_call_update(info.call_id, status)
     if isinstance(view, DiffResultView):
         update["content"] = _diff_blocks(view.diffs, ctx.cwd)
@@ -541,7 +636,7 @@ def finish_call(
         update["title"] = relativize_title(view.title, ctx.cwd)
     elif steps and not ctx.nested_calls:  # it showed the step going: its own title again
         update["title"] = _call_fields(info, ctx).get("title", info.name)
-    return [update]
+    return update
 
 
 def cancelled_call(
