@@ -31,7 +31,9 @@ pytestmark = [
 ]
 
 IPC_KEY = 0x6473_6801 + os.getpid() % 4096
-SECRETS = ("SECRET-KEY-31337", "SECRET-AWS-31337", "SECRET-NETRC-31337", "sk-SECRETAPIKEY31337")
+# Unique per run: `find /` would otherwise find another run's copy, in a home that is not this one's.
+_RUN = uuid.uuid4().hex[:12]
+SECRETS = (f"SECRET-KEY-{_RUN}", f"SECRET-AWS-{_RUN}", f"SECRET-NETRC-{_RUN}", f"sk-SECRETAPIKEY{_RUN}")
 
 
 def snapshot(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -134,9 +136,16 @@ def outside_state(root: Path) -> dict[str, Any]:
     skip = (str(work), str(state / "sessions"), *(str(p) for p in tmp.glob("dsh-tmp-*")))
     tree = snapshot(root, skip)
     tree["work/.git"] = snapshot(work / ".git")
-    for table in ("/proc/sysvipc/shm", "/proc/sysvipc/msg", "/proc/keys"):  # the host's IPC and keyrings
+    # The host's IPC objects and the user's keyrings: only those the attacks name (other processes of
+    # the machine make and drop their own meanwhile).
+    named = {
+        "/proc/sysvipc/shm": f" {IPC_KEY} ",
+        "/proc/sysvipc/msg": f" {IPC_KEY} ",
+        "/proc/keys": " dsh-corpus:",
+    }
+    for table, ours in named.items():
         if os.path.exists(table):
-            tree[table] = sorted(line.split()[0] for line in Path(table).read_text().splitlines()[1:] if line)
+            tree[table] = [line for line in Path(table).read_text().splitlines() if ours in f" {line} "]
     return tree
 
 
