@@ -32,6 +32,7 @@ __all__ = [
     "content_digest",
     "file_format",
     "lf_text",
+    "refuse_binary",
 ]
 
 _BOM = codecs.BOM_UTF8
@@ -95,6 +96,16 @@ def _crlf(text: str) -> str:
 
 class NotTextError(ValueError):
     """The file is not text the tools can edit: binary, not UTF-8, or not a regular file."""
+
+
+def refuse_binary(content: bytes | str) -> None:
+    """Raise ``NotTextError`` for binary content, by every backend's one rule (git's): a NUL byte
+    in the first 8 KiB. Text an editor served is judged by its UTF-8 bytes, as the file on disk."""
+    head = content[:_SNIFF]
+    if isinstance(head, str):
+        head = head.encode("utf-8", "surrogatepass")[:_SNIFF]
+    if b"\0" in head:
+        raise NotTextError("binary file")
 
 
 class FileTooLargeError(ValueError):
@@ -267,8 +278,7 @@ class LocalFileSystem(FileSystem):
             if info.st_size > self.max_bytes:
                 raise FileTooLargeError(f"{info.st_size} bytes, over the {self.max_bytes}-byte limit")
             data = file.read()
-        if b"\0" in data[:_SNIFF]:
-            raise NotTextError("binary file")
+        refuse_binary(data)
         try:
             # utf-8-sig drops a leading BOM without copying the data first.
             text = codecs.decode(data, "utf-8-sig") if data.startswith(_BOM) else data.decode()

@@ -188,3 +188,27 @@ async def test_a_signal_name_cannot_forge_what_the_model_reads(acp_schema: AcpSc
     assert "[exit code 0]" not in log
     assert "\\u0000" not in log
     client.assert_valid()
+
+
+@pytest.mark.parametrize("served_by", ["editor", "disk"])
+async def test_nul_bytes_are_binary_whoever_serves_the_file(
+    acp_schema: AcpSchema, tmp_path: Path, served_by: str
+) -> None:
+    (tmp_path / "data.bin").write_bytes(b"PK\x03\x04\x00\x00 looks like text after the NULs\n")
+    call = {"id": "r", "name": "read", "arguments": {"file_path": "data.bin"}}
+    state = tmp_path / "state"
+    args = ["--model", _script(tmp_path, [{"tool_calls": [call]}, {"text": "ok"}]), "--state-dir", str(state)]
+    async with AcpClient.subprocess(args, schema=acp_schema) as client:
+        await client.initialize(
+            {"fs": {"readTextFile": True, "writeTextFile": True}} if served_by == "editor" else {}
+        )
+        sid = await client.new_session(str(tmp_path))
+        with anyio.fail_after(30):
+            assert await client.prompt(sid, "read it") == {"stopReason": "end_turn"}
+    assert any(r["method"] == "fs/read_text_file" for r in client.agent_requests) == (served_by == "editor")
+    last = [u for u in client.updates(sid) if u.get("toolCallId") == "r"][-1]
+    assert last["status"] == "failed"
+    log = _log_text(state)
+    assert "data.bin cannot be read as text: binary file" in log
+    assert "looks like text" not in log
+    client.assert_valid()

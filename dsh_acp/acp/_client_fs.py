@@ -27,10 +27,12 @@ from dsh_tools.filesystem import (
     FileSystem,
     FileTooLargeError,
     LocalFileSystem,
+    NotTextError,
     TextFormat,
     content_digest,
     file_format,
     lf_text,
+    refuse_binary,
 )
 
 __all__ = ["ClientFileSystem"]
@@ -87,6 +89,7 @@ class ClientFileSystem(FileSystem):
         # The contract is LF text without a BOM; an editor hands over its buffer as it holds it.
         self._formats[path] = TextFormat.of(content)
         self._last = (path, content)
+        refuse_binary(content)  # what the disk would call binary is binary from the editor too
         return lf_text(content)
 
     async def _format(self, path: str) -> TextFormat:
@@ -97,10 +100,11 @@ class ClientFileSystem(FileSystem):
         try:
             if self._can_read:
                 await self.read_text(path)
-                return self._formats[path]
-            return file_format(path)  # reads are local: so is the format
-        except OSError:  # missing (a new file), or unreadable: the text goes as given
-            return TextFormat()
+            else:
+                return file_format(path)  # reads are local: so is the format
+        except (OSError, NotTextError):  # missing (a new file), unreadable, or binary
+            pass
+        return self._formats.get(path, TextFormat())  # what the client served, or as given
 
     async def write_text(self, path: str, text: str) -> None:
         if not self._can_write:
