@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from dsh_acp._coalesce_policy import CoalescePolicy
 from dsh_acp._version import VERSION
+from dsh_acp.models._protocol import checked_model
 from dsh_acp.rpc._framing import DEFAULT_MAX_MESSAGE_BYTES
 
 if TYPE_CHECKING:
@@ -96,8 +97,6 @@ class ModelChoice:
 
     def new_model(self) -> Model:
         """A model for a new session, checked to be one."""
-        from dsh_acp.models._protocol import checked_model  # after initialize, with the first session
-
         return checked_model(self.build(), self.id)
 
 

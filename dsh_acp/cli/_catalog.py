@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from dsh_acp.launch._flags import build_config
@@ -34,9 +36,6 @@ def tools_main(argv: Sequence[str]) -> int:
     if args.markdown:
         print(tools_markdown(schemas), end="")
     else:
-        import shutil
-        import textwrap
-
         # Wrapped to the terminal (COLUMNS, else the terminal's width, else 80), the description
         # indented under itself so the names stay a column.
         width = max(shutil.get_terminal_size((80, 24)).columns, 40)

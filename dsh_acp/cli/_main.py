@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import types
 from collections.abc import Sequence
 
 from dsh_acp.launch._flags import build_launch
@@ -72,8 +73,6 @@ def _skip_pydantic_plugins() -> None:
     first session, and a plugin installed for something else (an observability SDK) could cost
     far more. The stub is only consulted by pydantic 2's validator factory; if a future pydantic
     moves the loader, the stub is simply unused."""
-    import types
-
     name = "pydantic.plugin._loader"
     if name in sys.modules:
         return

@@ -8,6 +8,7 @@ once these checks passed.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -111,7 +112,6 @@ def _split_address(address: str) -> tuple[str, int]:
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
-    import ipaddress  # only with --listen: the stdio start-up path reads this module too
 
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -21,10 +21,9 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from dsh_tools import ToolDefinition
+from dsh_tools import ToolDefinition
 
 __all__ = ["ToolModuleError", "load_tool_specs"]
 
@@ -74,8 +73,6 @@ def _describe(error: BaseException) -> str:
 
 
 def _candidates(module: Any) -> list[str]:
-    from dsh_tools import ToolDefinition
-
     names = []
     for name, value in vars(module).items():
         if name.startswith("_"):
@@ -88,8 +85,6 @@ def _candidates(module: Any) -> list[str]:
 
 
 def _resolve(spec: str, module_name: str, attribute: str) -> list[ToolDefinition]:
-    from dsh_tools import ToolDefinition
-
     try:
         with contextlib.redirect_stdout(sys.stderr):
             module = importlib.import_module(module_name)

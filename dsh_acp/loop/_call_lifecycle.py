@@ -44,6 +44,7 @@ from dsh_tools import (
     ToolExecutionResult,
 )
 
+from ._ask_permission import PermissionQuestion
 from ._call_arguments import parse_arguments
 from ._coalesce import OutputCoalescer
 from ._kept_output import Printed, model_content
@@ -331,8 +332,6 @@ class ToolStep:
             await self._streaming.withdraw()  # the plan it showed while streaming is not kept
 
     async def _approve(self, execution: ToolExecution, ask: Ask) -> Allow | Deny:
-        from ._ask_permission import PermissionQuestion  # loaded with the first question, not at start-up
-
         previewable = execution.services.get(PreviewableCalls)
         may_preview = previewable is not None and execution.call_id in previewable.ids
         if previewable is not None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from anyio.abc import TaskGroup
+from pydantic_core import from_json
 
 from dsh_acp.models._model import ToolCallArguments, ToolCallRequest, ToolCallStart
 from dsh_acp.wire._bridge import CallInfo, relativize_title
@@ -79,8 +80,6 @@ def preview_plan(definition: ToolDefinition, text: str) -> PlanView | None:
     only the entries that are whole: the last item of the list still arriving is left out, since
     the parser reads a half-written entry as complete (``{"content": "Fix the`` is an entry
     without its status, or with half its content)."""
-    from pydantic_core import from_json
-
     try:
         arguments = from_json(text, allow_partial=True, cache_strings="keys")
     except ValueError:
@@ -102,8 +101,6 @@ def preview_plan(definition: ToolDefinition, text: str) -> PlanView | None:
 
 def _complete_members(text: str) -> dict[str, Any] | None:
     """The members of the JSON object that ``text`` begins whose values are complete."""
-    from pydantic_core import from_json  # the first streamed call loads it, not start-up
-
     if text.rstrip().endswith("}"):  # perhaps complete (a failed parse costs, so only then)
         try:
             whole = from_json(text, cache_strings="keys")
@@ -127,8 +124,6 @@ def _complete_members(text: str) -> dict[str, Any] | None:
 
 
 def _followed_by_comma(text: str, key: str, value: Any) -> bool:
-    from pydantic_core import from_json
-
     comma = text.rfind(",")
     if comma < 0 or not _NEXT_KEY.fullmatch(text, comma + 1):
         return False

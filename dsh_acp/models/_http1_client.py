@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import quote, urlsplit
 
 from ._http1 import Connection, ConnectionLost, HttpError, Response, os_reason
+from ._openai_http import tls_context
 
 if TYPE_CHECKING:
     import ssl
@@ -232,8 +233,6 @@ class HttpClient:
         if origin.scheme != "https":
             return None
         if self._tls is None:
-            from ._openai_http import tls_context
-
             self._tls = tls_context()
         return self._tls
 

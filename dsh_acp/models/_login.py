@@ -14,10 +14,12 @@ file — keys, tables, comments — is kept as it was.
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import re
 import sys
 import tempfile
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -78,12 +80,8 @@ def login_main(
     path: Path = args.config or default_config_path(env)
     piped = read_secret is None and not (sys.stdin is not None and sys.stdin.isatty())
     if read_secret is None:
-        if piped:
-            read_secret = _read_stdin  # a pipe or a file: nobody to hide the input from
-        else:
-            import getpass
-
-            read_secret = getpass.getpass
+        # A pipe or a file: nobody to hide the input from.
+        read_secret = _read_stdin if piped else getpass.getpass
     chosen: dict[str, str] = {}
     if args.model:
         chosen["model"] = _model_spec(args.model)
@@ -169,8 +167,6 @@ def _read_stdin(prompt: str) -> str:
 def store_settings(path: str | Path, values: Mapping[str, str]) -> None:
     """Set these top-level keys (``model``, ``base_url``, ``api_key``) in the config file at
     ``path``, keeping everything else in it (the same guarantees as ``store_api_key``)."""
-    import tomllib
-
     path = Path(path)
     existing = load_config_file(path)
     try:
@@ -208,8 +204,6 @@ def store_api_key(path: str | Path, key: str) -> None:
 def remove_api_key(path: str | Path) -> bool:
     """Remove ``api_key`` from the config file at ``path``, keeping everything else in it; whether
     there was one. ``SettingsError`` when it cannot be removed safely (the file is left alone)."""
-    import tomllib
-
     path = Path(path)
     existing = load_config_file(path)
     if "api_key" not in existing:
@@ -250,8 +244,6 @@ def _with_setting(text: str, name: str, value: str) -> str:
 
 
 def _check_update(text: str, before: Mapping[str, Any], key: str, path: Path) -> None:
-    import tomllib
-
     try:
         after = tomllib.loads(text)
     except tomllib.TOMLDecodeError:

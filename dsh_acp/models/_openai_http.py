@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
+import certifi
+
 if TYPE_CHECKING:
     from ._http1 import Response
 
@@ -112,7 +114,6 @@ def tls_context() -> ssl.SSLContext:
         return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
     if os.environ.get("SSL_CERT_DIR"):
         return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
-    import certifi
 
     return ssl.create_default_context(cafile=certifi.where())
 

@@ -19,6 +19,7 @@ Config file: ``$XDG_CONFIG_HOME/dsh-acp/config.toml`` (default ``~/.config/dsh-a
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -377,7 +378,6 @@ def is_self_hosted(base_url: str) -> bool:
     host = (urlsplit(base_url).hostname or "").lower()
     if _is_loopback(base_url) or "." not in host or host.endswith((".local", ".lan", ".internal")):
         return True
-    import ipaddress
 
     try:
         return ipaddress.ip_address(host).is_private
@@ -398,7 +398,6 @@ def _is_loopback(base_url: str) -> bool:
     host = (urlsplit(base_url).hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
-    import ipaddress
 
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -4,6 +4,7 @@ for the project."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -18,8 +19,6 @@ __all__ = ["ProjectRules", "permissions_command"]
 
 
 def _project_file(state_dir: str, cwd: str) -> str:
-    import hashlib  # only for sessions with a state folder, when the first one opens
-
     digest = hashlib.sha256(os.path.realpath(cwd).encode("utf-8", "surrogateescape")).hexdigest()[:32]
     return os.path.join(state_dir, "projects", f"{digest}.json")
 

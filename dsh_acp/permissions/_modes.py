@@ -47,10 +47,11 @@ from dsh_tools import (
 )
 from dsh_tools.sandbox import CommandSandbox, Widening
 
-if TYPE_CHECKING:  # the rules module loads with the first session that can remember answers
-    from ._approvals import ProjectRules
+from ._approvals import ProjectRules
+from ._rules import Rule
+
+if TYPE_CHECKING:  # the card's paths are read with views (pydantic): not for an idle session
     from ._declared_paths import PathProblem
-    from ._rules import Rule
 
 __all__ = ["MODES", "ModeId", "PermissionState", "mode_gate", "modes_wire"]
 
@@ -109,8 +110,6 @@ class PermissionState:
         """The project's kept answers, opened on first use (an idle session holds no more than
         the two names)."""
         if self._project is None and self.project_of is not None:
-            from ._approvals import ProjectRules
-
             self._project = ProjectRules(*self.project_of)
         return self._project
 
@@ -251,7 +250,7 @@ def _declared(
 ) -> tuple[Ask | None, bool]:
     """The question about the paths the call's card names (``None`` when none needs one), and
     whether it names paths and none of them needs one (a preview may then read them)."""
-    from ._declared_paths import declared_paths, path_problems, workspace_roots
+    from ._declared_paths import declared_paths, path_problems, workspace_roots  # see above
 
     paths = declared_paths(definition.call_view(execution.arguments), execution.cwd)
     if not paths:

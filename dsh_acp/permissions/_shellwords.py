@@ -13,6 +13,7 @@ words are the words bash would pass to the program (checked against bash itself 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 __all__ = ["split_command_line"]
 
@@ -51,7 +52,6 @@ def _visible(line: str) -> bool:
     # zero-width spaces) could make what runs differ from what the person reads.
     if line.isascii():
         return _ASCII_CONTROL.search(line) is None
-    import unicodedata  # only for lines with non-ASCII characters
 
     return not any(unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") for char in line)
 

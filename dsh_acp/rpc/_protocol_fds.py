@@ -11,6 +11,7 @@ Plain descriptors, no streams: the first answer is written before anyio is impor
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import sys
@@ -25,8 +26,6 @@ def _widen_pipe(fd: int) -> None:
     output leaves in whole messages, not a page at a time as the editor reads. (What
     ``dsh_tools.widen_pipe`` does: not imported, as this runs before ``initialize``, which must not
     wait for dsh_tools and pydantic.)"""
-    import fcntl
-
     set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
     if set_size is not None:
         try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Hashable, Iterable
 
 from dsh_tools.filesystem import FileSystem, FileTooLargeError, TextFormat, content_digest
@@ -45,8 +46,6 @@ class KeptFiles:
 
     def _made(self) -> str:
         if self._folder is None:
-            import tempfile
-
             self._folder = tempfile.mkdtemp(prefix="dsh-undo-")
         os.makedirs(self._folder, mode=0o700, exist_ok=True)
         return self._folder

@@ -7,6 +7,7 @@ as much as the live session held.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import gc
 import sys
@@ -40,7 +41,6 @@ def collector_paused() -> Iterator[None]:
 def _malloc_trim() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes
 
     try:
         trim: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim

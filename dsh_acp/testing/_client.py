@@ -18,6 +18,7 @@ import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process, TaskGroup
 
 from dsh_acp._config import AgentConfig
+from dsh_acp.launch._serve import serve
 from dsh_acp.rpc._connection import Connection, RequestId
 from dsh_acp.rpc._errors import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from dsh_acp.rpc._memory import memory_pipe
@@ -102,8 +103,6 @@ class AcpClient:
         cls, config: AgentConfig, *, schema: AcpSchema | None = None, **kwargs: Any
     ) -> AsyncIterator[AcpClient]:
         """Run an agent in this process over memory pipes (fast; same wire bytes)."""
-        from dsh_acp.launch._serve import serve
-
         client = cls(schema=schema, **kwargs)
         (agent_receive, agent_send), (client_receive, client_send) = memory_pipe()
         async with anyio.create_task_group() as group:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -112,9 +114,6 @@ def _install_places() -> list[tuple[str, str]]:
     """Where this installation lives, which differs between machines (longest first): the
     interpreter, and the folder the packages are installed in (a command in the client's
     terminal runs through a script of ``reference_tools`` there)."""
-    import os
-    import sys
-
     packages = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../dsh_acp/testing
     places = {sys.executable: "{{python}}", os.path.dirname(packages): "{{packages}}"}
     return sorted(places.items(), key=lambda item: len(item[0]), reverse=True)

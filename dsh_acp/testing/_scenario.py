@@ -31,6 +31,7 @@ import anyio
 import orjson
 from anyio.abc import TaskGroup
 
+from dsh_acp.launch._flags import build_config
 from dsh_acp.rpc._errors import RpcError
 
 from ._checks import wire_problems
@@ -153,8 +154,6 @@ class _Run:
 def _memory_config(args: list[str]) -> Any:
     """The agent's configuration from its flags, as the command reads them: flags it refuses
     (a ``--tools`` module that does not import) are a ``ScenarioError`` with its words."""
-    from dsh_acp.launch._flags import build_config
-
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):

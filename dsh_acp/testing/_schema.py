@@ -18,7 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ._schema_source import ACP_SDK_PACKAGE, ACP_SDK_VERSION, FETCH_COMMAND, cached_schema_path
+from ._schema_source import (
+    ACP_SDK_PACKAGE,
+    ACP_SDK_VERSION,
+    FETCH_COMMAND,
+    SchemaFetchError,
+    cached_schema_path,
+    fetch_schema,
+)
 from ._strict import strict_schema, strict_wrapper
 
 __all__ = ["AcpSchema", "SchemaNotFound", "SchemaViolation", "locate_schema"]
@@ -51,8 +58,6 @@ def locate_schema(*, fetch: bool = False, protocol: int = 1) -> Path:
     if cached.is_file():
         return cached
     if fetch:
-        from ._schema_source import SchemaFetchError, fetch_schema
-
         try:
             return fetch_schema(protocol=protocol)
         except SchemaFetchError as error:

@@ -15,6 +15,7 @@ Standard library only: the ``schema`` command must work without the test extra.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import json
@@ -161,8 +162,6 @@ def _unpacked_schemas(tarball: Path) -> dict[str, bytes]:
 
 def schema_main(argv: Sequence[str]) -> int:
     """``dsh-acp schema fetch`` (download the pinned schema into the cache) and ``dsh-acp schema path``."""
-    import argparse
-
     parser = argparse.ArgumentParser(
         prog="dsh-acp schema",
         description=(
