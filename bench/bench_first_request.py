@@ -86,6 +86,9 @@ def main() -> int:
     tools = {name: sum(values[1:]) for name, values in counts.items()}
     print(f"{'tool schemas':<22}" + "".join(f"{tools[name]:>11}" for name, _ in counters))
     print(f"{'total':<22}" + "".join(f"{totals[name]:>11}" for name, _ in counters))
+    tools_sent = body.get("tools", [])
+    widen = any("widen" in tool["function"]["parameters"].get("properties", {}) for tool in tools_sent)
+    print("bash takes widen (the sandbox is available)" if widen else "bash has no widen (no sandbox)")
     measure = counters[0][0]
     figure = totals[measure]
     ok = figure <= TARGET

@@ -56,20 +56,24 @@ def _rows(schema: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
 
 
 _INTRO = (
-    "The tools the model is offered, as it sees them: each one's description, its parameters and "
-    "its exact JSON Schema (`dsh-acp tools --markdown` writes this page)."
+    "The tools the model is offered, as it sees them: each one's description, the rules it adds to "
+    "the system prompt, its parameters and its exact JSON Schema (`dsh-acp tools --markdown` writes "
+    "this page)."
 )
 
 
 def tools_markdown(schemas: Sequence[ToolSchema]) -> str:
     """A Markdown document describing ``schemas`` in the given order: for each tool its
-    description, a table of its parameters and its exact JSON Schema. Pure and deterministic, so
+    description, the rules it gives the system prompt, a table of its parameters and its exact
+    JSON Schema. Pure and deterministic, so
     a test can keep a committed copy equal to it."""
     out = ["# Tools", "", _INTRO, ""]
     if not schemas:
         out += ["No tools are registered.", ""]
     for schema in schemas:
         out += [f"## `{schema.name}`", "", _escape(schema.description), ""]
+        if schema.prompt_rules:  # said once in the system prompt, however many tools give them
+            out += ["In the system prompt:", "", *(f"- {_escape(rule)}" for rule in schema.prompt_rules), ""]
         rows = list(_rows(schema.parameters))
         if rows:
             out += ["| Parameter | Type | Required | Description |", "| --- | --- | --- | --- |", *rows, ""]

@@ -44,7 +44,7 @@ __all__ = [
     "write_tool",
 ]
 
-_READ_FIRST = "Read a file before editing or overwriting it, and again if it changed."
+_READ_FIRST = "Read a file before changing it, and again if it changed since."
 PREFER_FILE_TOOLS = "Prefer the file tools over shell commands for files."
 _EDITING_RULES = (_READ_FIRST, PREFER_FILE_TOOLS)
 """What the system prompt says for the tools that read or change files (the policy enforces the
@@ -145,10 +145,9 @@ def _present_read_result(args: dict[str, Any], result: ToolResult) -> ToolResult
 
 read_tool = define_tool(
     name="read",
-    description=(
-        f"Read a text file as numbered lines (cat -n), at most {MAX_READ_LINES} lines and "
-        f"{MAX_READ_BYTES // 1024} KiB per call; lines over 2000 characters are cut."
-    ),
+    # What a call leaves out (its line and byte limits, long lines) its output says, with the
+    # offset to go on from: the schema stays short.
+    description="Read a text file as numbered lines (cat -n).",
     parameters=_READ_PARAMETERS,
     execute=_read,
     present_call=_present_read,
@@ -264,10 +263,7 @@ def _present_write_result(args: dict[str, Any], result: ToolResult) -> ToolResul
 
 write_tool = define_tool(
     name="write",
-    description=(
-        "Create or overwrite a file, making parent directories; read an existing one first. For "
-        "partial changes use edit."
-    ),
+    description="Create or overwrite a file (and its parent directories); for partial changes use edit.",
     parameters=_WRITE_PARAMETERS,
     execute=_write,
     present_call=_present_write,
@@ -356,10 +352,7 @@ def _present_edit_result(args: dict[str, Any], result: ToolResult) -> ToolResult
 
 edit_tool = define_tool(
     name="edit",
-    description=(
-        "Replace old_string in a file read first. It must match exactly, whitespace included, "
-        "and occur once unless replace_all."
-    ),
+    description="Replace old_string (exact, whitespace included; once unless replace_all) with new_string.",
     parameters=_EDIT_PARAMETERS,
     execute=_edit,
     present_call=_present_edit,

@@ -41,14 +41,17 @@ def _check_cancelled() -> None:
     anyio.from_thread.check_cancelled()
 
 
-_SEARCHING_RULES = (PREFER_FILE_TOOLS,)
+# What the three searches skip is said once, in the system prompt, not in each description (the
+# whole list would cost tokens on every request; a few names say what kind of directory it is).
+# Their limits are not said at all: a result cut short says so, and how to narrow it.
+_SEARCHING_RULES = (
+    PREFER_FILE_TOOLS,
+    "File searches skip .git, node_modules, caches and the like, and symlinks.",
+)
 _MAX_GLOB = 200
 _MAX_GREP = 200
 _MAX_GREP_LINE = 500
 _MAX_LS = 500
-
-# The whole list would cost tokens on every request; a few names say what kind of directory it is.
-_SKIPPED = ".git, node_modules, caches and the like"
 _PATH: SchemaProp = {"type": "string"}
 
 
@@ -117,10 +120,7 @@ def _present_search_result(args: dict[str, Any], result: ToolResult) -> ToolResu
 
 glob_tool = define_tool(
     name="glob",
-    description=(
-        f"Find files by glob (src/**/*.{{ts,tsx}}). Returns sorted absolute paths, at most {_MAX_GLOB}. "
-        f"Skips {_SKIPPED}; does not follow symlinks."
-    ),
+    description="Find files by glob (src/**/*.{ts,tsx}); returns sorted absolute paths.",
     parameters=_GLOB_PARAMETERS,
     execute=_glob,
     present_call=_present_glob,
@@ -188,11 +188,8 @@ def _present_grep(args: dict[str, Any]) -> ToolCallView:
 
 grep_tool = define_tool(
     name="grep",
-    description=(
-        "Search file contents with a Python regex, line by line. "
-        f"Returns sorted path:line:text, at most {_MAX_GREP}. Skips binary files and {_SKIPPED}; "
-        "does not follow symlinks."
-    ),
+    description="Search file contents by Python regex, line by line; returns sorted path:line:text. "
+    "Skips binary files.",
     parameters=_GREP_PARAMETERS,
     execute=_grep,
     present_call=_present_grep,
@@ -225,10 +222,7 @@ def _present_ls(args: dict[str, Any]) -> ToolCallView:
 
 ls_tool = define_tool(
     name="ls",
-    description=(
-        f"List a directory, sorted (directories end with /), at most {_MAX_LS} entries; {_SKIPPED} "
-        "are named, not listed."
-    ),
+    description="List a directory, sorted; directories end with /.",
     parameters=_LS_PARAMETERS,
     execute=_ls,
     present_call=_present_ls,

@@ -68,10 +68,10 @@ def ask_user_tool() -> ToolDefinition:
     """The ``ask_user`` tool (offer it only where the host registers ``UserQuestions``)."""
     return define_tool(
         name="ask_user",
+        # When to ask (ambiguity, risk) the system prompt says; what is optional, the schema.
         description=(
-            "Ask the user and wait, when a decision is theirs (an ambiguous request, a risky step, a "
-            "preference) rather than guessing. choices: pick one; fields: a small form; neither: free "
-            "text. The user may decline."
+            "Ask the user and wait, when a decision is theirs rather than a guess. choices: pick one; "
+            "fields: a small form; neither: free text. The user may decline."
         ),
         parameters={
             "question": {
@@ -79,14 +79,9 @@ def ask_user_tool() -> ToolDefinition:
                 "required": True,
                 "description": "One or two sentences.",
             },
-            "choices": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": "Options (optional).",
-            },
+            "choices": {"type": "array", "items": {"type": "string"}},
             "fields": {
                 "type": "array",
-                "description": "Form fields (optional).",
                 "items": {
                     "type": "object",
                     "properties": {

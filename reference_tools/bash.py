@@ -66,7 +66,7 @@ _BASH_PARAMETERS: SchemaSpec = {
     "description": {"type": "string", "required": True, "description": "5-10 words for the user."},
     "timeout_ms": {
         "type": "integer",
-        "description": "Default 120000 (background: none), at most 600000.",
+        "description": "Default 120000 (background: none), max 600000.",
     },
     "workdir": {"type": "string"},
     "run_in_background": {
@@ -353,8 +353,8 @@ def bash_tools(*, sandbox: bool = False) -> list[ToolDefinition]:
     return [
         define_tool(
             name="bash",
-            description="Run a command with `bash -c`; returns stdout, stderr and the exit status. "
-            "Long output keeps head and tail; a named file holds all of it.",
+            # Long output says itself what it kept and where the rest is: the schema stays short.
+            description="Run a command with `bash -c`; returns stdout, stderr and the exit status.",
             parameters={**_BASH_PARAMETERS, **(_WIDEN if sandbox else {})},
             execute=_bash,
             present_call=_present_bash_call,

@@ -39,10 +39,7 @@ def todo_tool() -> ToolDefinition:
     """The ``todo_write`` tool."""
     return define_tool(
         name="todo_write",
-        description=(
-            "The task's plan, sent whole each time; one item in_progress at a time, marked completed "
-            "once done."
-        ),
+        description="Your plan, sent whole each time: one item in_progress, each completed once done.",
         parameters={
             "todos": {
                 "type": "array",

@@ -182,7 +182,8 @@ def web_fetch_tool() -> ToolDefinition:
     """The ``web_fetch`` tool (a fresh definition: register it once per registry)."""
     return define_tool(
         name="web_fetch",
-        description="Fetch an http(s) URL as Markdown; long pages: the start, and a file.",
+        # A long page's result says itself how much there is and where all of it was saved.
+        description="Fetch an http(s) URL as Markdown.",
         parameters={"url": {"type": "string", "required": True}},
         execute=_fetch,
         present_call=_present_call,

@@ -139,10 +139,10 @@ def _reference_schemas() -> list[ToolSchema]:
 
 def test_system_prompt_states_cwd_and_the_reference_tools_conventions() -> None:
     prompt = system_prompt("/home/me/project", _reference_schemas())
-    assert "Working directory: /home/me/project. Relative paths" in prompt
-    assert "omitted path or workdir" in prompt
-    assert prompt.count("Read a file before editing or overwriting it") == 1  # read, write, edit give it
+    assert "Working directory: /home/me/project; relative or omitted paths mean it." in prompt
+    assert prompt.count("Read a file before changing it") == 1  # read, write, edit give it
     assert prompt.count("Prefer the file tools over shell commands") == 1
+    assert prompt.count("File searches skip .git") == 1  # glob, grep, ls give it
     assert "never start interactive programs" in prompt
     assert "run the tests" in prompt
     assert "Be brief" in prompt
@@ -192,16 +192,18 @@ def test_system_prompt_without_tools() -> None:
 
 
 def test_first_request_stays_lean() -> None:
-    # The system prompt and the reference tools' schemas are sent with every request; a small
-    # local model's context must keep room for the conversation (bench/bench_first_request.py
-    # measures it in real tokens, about 1.1 per 4 characters with SmolLM2's tokenizer).
+    # The system prompt and the tools' schemas are sent with every request; a small local model's
+    # context must keep room for the conversation. bench/bench_first_request.py measures the real
+    # request against its target of 1,200 tokens; this pins the largest tool set the command line
+    # offers (the sandbox's widen, and task) a little below it, so the bench keeps a margin.
+    from dsh_acp.loop._task_tool import task_tool
     from reference_tools import default_tools  # the test reaches past dsh_acp on purpose
 
     registry = ToolRegistry()
-    for definition in default_tools():
+    for definition in [*default_tools(sandbox=True), task_tool()]:
         registry.register(definition)
     schemas = registry.schemas()
     request = ModelRequest(messages=[], tools=schemas, system=system_prompt("/home/me/project", schemas))
     body = chat_request(ModelSettings(model="m", base_url="http://127.0.0.1:1/v1"), request)
     characters = len(body["messages"][0]["content"]) + sum(len(orjson.dumps(tool)) for tool in body["tools"])
-    assert characters <= 4 * 1150, characters
+    assert characters <= 4 * 1175, characters

@@ -8,8 +8,9 @@ from dsh_tools import ToolSchema, tools_markdown
 from reference_tools.fs import fs_tools
 
 HEAD = (
-    "# Tools\n\nThe tools the model is offered, as it sees them: each one's description, its "
-    "parameters and its exact JSON Schema (`dsh-acp tools --markdown` writes this page).\n\n"
+    "# Tools\n\nThe tools the model is offered, as it sees them: each one's description, the rules "
+    "it adds to the system prompt, its parameters and its exact JSON Schema (`dsh-acp tools "
+    "--markdown` writes this page).\n\n"
 )
 
 
@@ -22,6 +23,9 @@ def test_catalog_of_the_fs_tools() -> None:
     assert headings == [f"## `{schema.name}`" for schema in schemas]
     assert "| `file_path` | string | yes |" in markdown
     assert "| `replace_all` | boolean | no |" in markdown
+    read = markdown.split("## `read`\n")[1].split("\n## ")[0]
+    assert "In the system prompt:\n\n- Read a file before changing it" in read  # the rules it gives
+    assert "In the system prompt" not in tools_markdown([ToolSchema("ping", "Ping.", {"type": "object"})])
     assert "src/\\*\\*/\\*.\\{ts,tsx\\}" not in markdown  # braces are not special
     assert "src/\\*\\*/\\*.{ts,tsx}" in markdown  # but a glob's stars are
     blocks = markdown.split("```json\n")[1:]

@@ -24,15 +24,15 @@ def system_prompt(cwd: str, tools: Sequence[ToolSchema], extra: str = "") -> str
     """The system prompt for a session working in ``cwd`` with ``tools``; ``extra`` (project or
     user instructions) is appended as its own section."""
     lines = [
-        "You are a coding agent in the user's editor; the user sees every tool call and result.",
-        f"Working directory: {cwd}. Relative paths, and an omitted path or workdir, mean it.",
+        "You are a coding agent in the user's editor.",
+        f"Working directory: {cwd}; relative or omitted paths mean it.",
     ]
     lines += ["", "# Rules"]
     lines += [f"- {rule}" for rule in _rules(tools)]
     lines += [
-        "- Be brief; do not restate tool results.",
+        "- Be brief: the user sees every tool call and result, do not restate them.",
         "- Ask before acting on ambiguous or risky tasks.",
-        "- If a tool fails, fix the call from its error.",
+        "- If a call fails, fix it from the error.",
     ]
     if extra.strip():
         lines += [
