@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
     from dsh_acp._config import AgentConfig, ModelChoice, counter_ids
     from dsh_acp.launch._flags import build_config
-    from dsh_acp.launch._serve import serve, serve_stdio
+    from dsh_acp.launch._serve import serve
+    from dsh_acp.launch._stdio import serve_stdio
     from dsh_acp.models._model import (
         ARGUMENTS_SHOWN,
         AssistantMessage,
@@ -64,7 +65,7 @@ _HOME = {
     "counter_ids": "dsh_acp._config",
     "build_config": "dsh_acp.launch._flags",
     "serve": "dsh_acp.launch._serve",
-    "serve_stdio": "dsh_acp.launch._serve",
+    "serve_stdio": "dsh_acp.launch._stdio",
     "ARGUMENTS_SHOWN": "dsh_acp.models._model",
     "AssistantMessage": "dsh_acp.models._model",
     "ContextMessage": "dsh_acp.models._model",

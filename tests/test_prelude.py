@@ -222,6 +222,24 @@ def test_the_first_answer_is_byte_for_byte_the_connections(tmp_path: Path) -> No
     assert orjson.loads(first)["result"]["agentInfo"]["name"] == "dsh-acp"
 
 
+def test_initialize_answers_alike_whoever_answers_it(tmp_path: Path) -> None:
+    """A second ``initialize`` asking for another version is refused (a connection speaks one),
+    whether it came with the first (the prelude reads both) or after it (the connection's)."""
+    at_once = answers(agent(tmp_path), init(1) + init(2, protocolVersion=2))
+    process = agent(tmp_path)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    process.stdin.write(init(1))
+    process.stdin.flush()
+    first = orjson.loads(process.stdout.readline())
+    later = [first, *answers(process, init(2, protocolVersion=2))]
+    assert at_once == later
+    assert [m["id"] for m in later] == [1, 2]
+    assert later[0]["result"]["protocolVersion"] == 1
+    assert later[1]["error"]["code"] == -32600
+    assert "speaks ACP version 1" in later[1]["error"]["message"]
+
+
 def test_a_first_line_trickled_a_byte_at_a_time_then_a_burst(tmp_path: Path) -> None:
     process = agent(tmp_path)
     assert process.stdin is not None

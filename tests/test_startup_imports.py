@@ -42,13 +42,14 @@ NOT_BEFORE_INITIALIZE = (
     "dsh_acp.rpc._requests",
     "dsh_acp.rpc._stdio",
     "dsh_acp.acp._agent",
+    "dsh_acp.launch._serve",
 )
 
 PROGRAM = """
 import asyncio, os, sys
 import orjson
 from dsh_acp import build_config, serve_stdio
-from dsh_acp.acp._initialize import PreludeAnswers
+from dsh_acp.acp._initialize import Handshake
 from dsh_acp.rpc._prelude import answer_first_requests
 from dsh_acp.rpc._protocol_fds import protocol_fds
 config = build_config(sys.argv[1:])
@@ -56,7 +57,7 @@ to_agent, from_agent = os.pipe(), os.pipe()
 params = {"protocolVersion": int(os.environ["ACP_VERSION"])}
 request = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}) + b"\\n"
 os.write(to_agent[1], request)
-answer = PreludeAnswers(config).answer
+answer = Handshake(config).prelude_answer
 asyncio.run(answer_first_requests(to_agent[0], from_agent[1], answer, max_line_bytes=1000))
 assert os.read(from_agent[0], 10000).startswith(b'{"jsonrpc":"2.0","id":1,"result":')
 print(" ".join(sorted(sys.modules)))

@@ -18,10 +18,10 @@ from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig
 from dsh_acp.rpc._connection import Connection, Reply, RequestId
-from dsh_acp.rpc._errors import INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
+from dsh_acp.rpc._errors import METHOD_NOT_FOUND, RpcError
 from dsh_acp.wire._client_profile import ClientProfile
 
-from ._initialize import PROTOCOL_VERSION, initialize_answer
+from ._initialize import PROTOCOL_VERSION, Handshake
 
 if TYPE_CHECKING:
     from ._session_methods import SessionMethods
@@ -34,16 +34,24 @@ _log = logging.getLogger("dsh_acp.agent")
 class Agent:
     """The ``Dispatcher`` of an ACP agent connection."""
 
-    def __init__(self, config: AgentConfig, background: TaskGroup) -> None:
+    def __init__(
+        self, config: AgentConfig, background: TaskGroup, handshake: Handshake | None = None
+    ) -> None:
+        """``handshake``: the one the prelude answered ``initialize`` with, on stdio (the agent then
+        warms up as after its own answer)."""
         self.config = config
         self.background = background
-        self.profile = ClientProfile()
-        """What the client can show, read from ``initialize``."""
-        self._negotiated = False
-        """Whether an ``initialize`` was answered: the connection's ACP version is then set."""
+        self.handshake = handshake or Handshake(config)
         self._connection: Connection | None = None
         self._methods: SessionMethods | None = None
         self._warmed = False
+        if self.handshake.negotiated:
+            background.start_soon(self._warm_up, name="warm-up after initialize")
+
+    @property
+    def profile(self) -> ClientProfile:
+        """What the client can show, read from ``initialize``."""
+        return self.handshake.profile
 
     def attach(self, connection: Connection) -> None:
         """Give the agent the connection it answers on (the two refer to each other)."""
@@ -91,24 +99,10 @@ class Agent:
     # -- initialize ---------------------------------------------------------------------------
 
     def _initialize(self, params: Any) -> dict[str, Any]:
-        result, profile = initialize_answer(self.config, params)
-        if self._negotiated and profile.protocol != self.profile.protocol:
-            # The connection's sessions, their answers and their updates are of one version.
-            raise RpcError(
-                INVALID_REQUEST,
-                f"Invalid request: this connection speaks ACP version {self.profile.protocol}; "
-                "initialize again cannot change it",
-            )
-        self.profile, self._negotiated = profile, True
+        result = self.handshake.answer(params)
         if self._methods is not None:
             self._methods.profile = self.profile
         return result
-
-    def initialized(self, profile: ClientProfile) -> None:
-        """``initialize`` was answered before this agent existed (the prelude on stdio): take the
-        client's profile from that answer and warm up as after our own."""
-        self.profile, self._negotiated = profile, True
-        self.background.start_soon(self._warm_up, name="warm-up after initialize")
 
     async def _warm_up(self) -> None:
         """Once ``initialize`` is answered, load what sessions need while the editor digests the

@@ -2,7 +2,8 @@
 
 An editor shows nothing until this answer arrives, so it is made from the configuration alone,
 without anyio, pydantic, the tools or the model: on stdio it is written before the rest of the
-agent is even imported (``PreludeAnswers``, for ``dsh_acp.rpc._prelude``).
+agent is even imported (by ``dsh_acp.rpc._prelude``). One ``Handshake`` answers for the prelude
+and then for the agent, so the answer cannot depend on which of them gave it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from typing import Any, cast
 
 from dsh_acp._config import AgentConfig
 from dsh_acp._version import VERSION
-from dsh_acp.rpc._errors import RpcError, invalid_params
+from dsh_acp.models._auth import auth_methods
+from dsh_acp.rpc._errors import INVALID_REQUEST, RpcError, invalid_params
 from dsh_acp.wire._client_profile import ClientProfile, TerminalsChoice, client_profile
+from dsh_acp.wire.v2._handshake import client_profile as v2_profile
+from dsh_acp.wire.v2._handshake import initialize_result
+from dsh_tools._sandbox_support import sandbox_support  # the probe alone: no tools, no pydantic
 
-__all__ = ["PROTOCOL_VERSION", "PROTOCOL_VERSIONS", "PreludeAnswers", "initialize_answer", "sandbox_meta"]
+__all__ = ["PROTOCOL_VERSION", "PROTOCOL_VERSIONS", "Handshake", "initialize_answer", "sandbox_meta"]
 
 _log = logging.getLogger("dsh_acp.sandbox")
 _said: list[bool] = []
@@ -79,8 +84,6 @@ def initialize_answer(config: AgentConfig, params: Any) -> tuple[dict[str, Any],
 
 def sandbox_meta(config: AgentConfig) -> dict[str, object]:
     """What ``initialize`` says of the sandbox under commands; the first time, the log says it too."""
-    from dsh_tools._sandbox_support import sandbox_support  # the probe alone: no tools, no pydantic
-
     support = sandbox_support(config.sandbox)
     if not _said:
         _said.append(True)
@@ -97,9 +100,6 @@ def sandbox_meta(config: AgentConfig) -> dict[str, object]:
 
 def _v2_answer(config: AgentConfig, params: dict[str, Any]) -> tuple[dict[str, Any], ClientProfile]:
     """A client speaking v2 (or newer): the v2 answer, and what it reads of the client."""
-    from dsh_acp.wire.v2._handshake import client_profile as v2_profile
-    from dsh_acp.wire.v2._handshake import initialize_result
-
     profile = v2_profile(params.get("capabilities"))
     result = initialize_result(
         images=any(choice.accepts_images for choice in config.models[:1]),
@@ -112,8 +112,6 @@ def _v2_answer(config: AgentConfig, params: dict[str, Any]) -> tuple[dict[str, A
 
 
 def _auth_methods(config: AgentConfig, profile: ClientProfile) -> list[dict[str, Any]]:
-    from dsh_acp.models._auth import auth_methods  # standard library only: cheap here
-
     return auth_methods(
         has_model=bool(config.models),
         terminal_login=profile.terminal_login,
@@ -121,22 +119,38 @@ def _auth_methods(config: AgentConfig, profile: ClientProfile) -> list[dict[str,
     )
 
 
-class PreludeAnswers:
-    """The prelude's answerer: ``initialize`` when its params are valid, nothing else (the full
-    connection answers the rest, invalid ``initialize`` params included, with the same code).
-
-    ``profile`` is the client's profile from the last ``initialize`` answered, for the agent.
-    """
+class Handshake:
+    """A connection's ``initialize``: its answers, and what they settled (the client's profile, the
+    ACP version). On stdio the prelude answers the first ``initialize`` with it, then hands it to
+    the agent, which answers any later one with it."""
 
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
-        self.profile: ClientProfile | None = None
+        self.profile = ClientProfile()
+        """What the client can show, read from the last ``initialize`` answered."""
+        self.negotiated = False
+        """Whether an ``initialize`` was answered: the connection's ACP version is then set."""
 
-    def answer(self, method: str, params: Any) -> dict[str, Any] | None:
+    def answer(self, params: Any) -> dict[str, Any]:
+        """The result of ``initialize``; ``RpcError`` for invalid params, and for a version other
+        than the one an earlier ``initialize`` settled."""
+        result, profile = initialize_answer(self.config, params)
+        if self.negotiated and profile.protocol != self.profile.protocol:
+            # The connection's sessions, their answers and their updates are of one version.
+            raise RpcError(
+                INVALID_REQUEST,
+                f"Invalid request: this connection speaks ACP version {self.profile.protocol}; "
+                "initialize again cannot change it",
+            )
+        self.profile, self.negotiated = profile, True
+        return result
+
+    def prelude_answer(self, method: str, params: Any) -> dict[str, Any] | None:
+        """The prelude's answerer: ``answer`` for an ``initialize`` it accepts; ``None`` for
+        anything else, which the full connection then answers (a refusal with ``answer`` too)."""
         if method != "initialize":
             return None
         try:
-            result, self.profile = initialize_answer(self.config, params)
+            return self.answer(params)
         except RpcError:
             return None
-        return result

@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._greeting import greet  # someone typed the command: never on an editor's path
 
         greet(sys.stderr, config, launch.model)
-    from dsh_acp.launch._serve import serve_stdio
+    from dsh_acp.launch._stdio import serve_stdio
 
     return serve_stdio(config, max_message_bytes=config.max_message_bytes)
 
