@@ -111,6 +111,18 @@ async def test_a_subagent_starts_fresh_with_the_sessions_tools_but_task_and_its_
     assert len(parent[1].messages) == 3
 
 
+async def test_no_task_tool_when_a_subagent_may_make_no_request(tmp_path: Path) -> None:
+    # Offered, it could only fail; not offered, every request is smaller by its schema.
+    config, models = _config([[{"text": "Done."}]], {}, "--max-task-requests", "0")
+    async with AcpClient.in_memory(config) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        assert await client.prompt(sid, "Look") == {"stopReason": "end_turn"}
+    names = [tool.name for tool in models[0].requests[0].tools]
+    assert "task" not in names
+    assert "read" in names
+
+
 async def test_a_subagent_at_its_limit_fails_the_task_and_the_turn_goes_on(tmp_path: Path) -> None:
     turns = [[_task("t1", "Keep looking"), {"text": "The subagent gave up."}]]
     looking = [_call(f"l{n}", "ls") for n in range(3)]

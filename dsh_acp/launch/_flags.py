@@ -113,7 +113,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=_DEFAULTS.max_task_requests,
         metavar="N",
-        help="model requests per subagent (a task call), counted apart (default %(default)s)",
+        help="model requests per subagent (a task call), counted apart (default %(default)s; 0: no "
+        "subagents, the task tool is not offered)",
     )
     parser.add_argument(
         "--coalesce-bytes",
@@ -308,9 +309,9 @@ def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> A
     if args.sandbox not in ("auto", "off"):  # from $DSH_SANDBOX: argparse checks only the flag
         parser.error(f"DSH_SANDBOX must be auto or off, not {args.sandbox!r}")
     config = _model_config(args.model, args.base_url, parser)
-    sources: list[Callable[[], list[Any]]] = (
-        [] if args.no_tools else [_reference_tools(args.sandbox), _task_tool]
-    )
+    sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools(args.sandbox)]
+    if sources and args.max_task_requests > 0:  # a subagent that may not ask the model cannot work
+        sources.append(_task_tool)
     if args.tools:
         sources.append(_user_tools(args.tools, parser))
     chosen: dict[str, Any] = {}
