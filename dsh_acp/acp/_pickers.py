@@ -13,6 +13,7 @@ from dsh_acp.rpc._errors import invalid_params
 from dsh_acp.session._events import ConfigChanged, ModeChanged
 from dsh_acp.session._session import Session
 from dsh_acp.wire._updates import ConfigOption
+from dsh_acp.wire.v2._updates import available_commands, config_option
 
 from ._config_options import EFFORT_OPTION, REASONING_OPTION, config_options, efforts
 from ._session_manager import SessionManager
@@ -35,8 +36,6 @@ class SessionPickers:
         """The pickers part of a ``session/new``, ``load``, ``resume`` or ``fork`` answer (v2 has
         no modes apart from the config options, and gives a session's commands in its answer)."""
         if self._sessions.profile.protocol == 2:
-            from dsh_acp.wire.v2._updates import available_commands, config_option
-
             listed = self._sessions.commands["availableCommands"]
             return {
                 "configOptions": [config_option(option) for option in self.options(session)],
@@ -50,8 +49,6 @@ class SessionPickers:
     def options_answer(self, session: Session) -> list[dict[str, Any]]:
         """The ``configOptions`` of a ``session/set_config_option`` answer."""
         if self._sessions.profile.protocol == 2:
-            from dsh_acp.wire.v2._updates import config_option
-
             return [config_option(option) for option in self.options(session)]
         return [dict(option) for option in self.options(session)]
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import anyio
 
+from dsh_acp._coalesce_policy import CoalescePolicy
 from dsh_acp._config import AgentConfig
+from dsh_acp.loop._prompt import system_prompt
 from dsh_acp.loop._titles import model_title, prompt_words, short_title
 from dsh_acp.loop._turn import LoopSettings, StopReason, TurnRunner
 from dsh_acp.models._model import ModelAuthError, ModelError
@@ -49,6 +51,20 @@ class _Plan:
 
 
 _log = logging.getLogger("dsh_acp.prompts")
+
+
+def prompt_runner(config: AgentConfig, sessions: SessionManager, commands: CommandTable) -> PromptRunner:
+    """The prompt runner of one connection, its loop settings read from the configuration."""
+    instructions = sessions.instructions
+    settings = LoopSettings(
+        max_model_requests=config.max_model_requests,
+        max_task_requests=config.max_task_requests,
+        coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),
+        system_prompt=lambda session: system_prompt(
+            session.cwd, session.registry.schemas(), instructions.text(session.cwd)
+        ),
+    )
+    return PromptRunner(config, sessions, settings, commands)
 
 
 class PromptRunner:

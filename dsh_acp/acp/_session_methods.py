@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig
+from dsh_acp.models._auth import API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD, NO_MODEL_HELP
 from dsh_acp.rpc._connection import Connection, Reply
 from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, METHOD_NOT_FOUND, RpcError, invalid_params
 from dsh_acp.session._session import SessionIO
 from dsh_acp.wire._client_profile import ClientProfile
+from dsh_acp.wire.v2._updates import state_idle, state_running
 
 from ._pickers import SessionPickers
 from ._session_manager import Replay, SessionManager, not_found
@@ -26,10 +28,22 @@ from ._slash_commands import CommandTable, available_commands
 if TYPE_CHECKING:
     from dsh_acp.session._events import SessionEvent
     from dsh_acp.session._session import Session
+    from dsh_acp.wire._client_params import (
+        AuthenticateParams,
+        ForkSessionParams,
+        ListSessionsParams,
+        LoadSessionParams,
+        NewSessionParams,
+        PromptParams,
+        ResumeSessionParams,
+        SessionIdParams,
+        SetConfigOptionParams,
+        SetModeParams,
+    )
 
     from ._prompt_runner import PromptRunner
 
-# The prompt runner (the agent loop, the bridge, the tools) and the pydantic models of the other
+# The prompt runner (the agent loop, the bridge, the tools) and the pydantic models of the
 # methods' params load on first use: an editor opens sessions it may never prompt, and an idle
 # session is made without them (``session/new``'s plain params are read by ``new_session_params``).
 
@@ -44,6 +58,12 @@ class Method:
     is answered ``Method not found``, as the capabilities in ``initialize`` announced)."""
 
     handler: Callable[[SessionMethods, Any], Awaitable[Answer]]
+    """Called with the params parsed (``params``), as the next message waits: an async handler
+    does its work when awaited."""
+    params: str | None = None
+    """The name of the params' model in ``dsh_acp.wire._client_params`` (``None``: none taken)."""
+    light: Callable[[Any], Any] | None = None
+    """A reader of the params' common shapes without the model (``None`` for the others)."""
     durable: bool = False
     """Only with a session store (``--state-dir``)."""
     login: bool = False
@@ -72,22 +92,9 @@ class SessionMethods:
     def prompts(self) -> PromptRunner:
         """The prompt turns of every session, made with the first prompt."""
         if self._prompts is None:
-            from dsh_acp._coalesce_policy import CoalescePolicy
-            from dsh_acp.loop._prompt import system_prompt
-            from dsh_acp.loop._turn import LoopSettings
+            from ._prompt_runner import prompt_runner  # see above
 
-            from ._prompt_runner import PromptRunner
-
-            config, instructions = self.config, self.sessions.instructions
-            settings = LoopSettings(
-                max_model_requests=config.max_model_requests,
-                max_task_requests=config.max_task_requests,
-                coalesce=CoalescePolicy(max_bytes=config.coalesce_bytes, max_delay=config.coalesce_delay),
-                system_prompt=lambda session: system_prompt(
-                    session.cwd, session.registry.schemas(), instructions.text(session.cwd)
-                ),
-            )
-            self._prompts = PromptRunner(config, self.sessions, settings, CommandTable(config, self.pickers))
+            self._prompts = prompt_runner(self.config, self.sessions, CommandTable(self.config, self.pickers))
         return self._prompts
 
     @property
@@ -114,7 +121,7 @@ class SessionMethods:
             or (entry.login and self.config.model_source is None)
         ):
             raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
-        return entry.handler(self, params)
+        return entry.handler(self, _parsed(entry, params))
 
     def cancel(self, params: Any) -> None:
         """``session/cancel``: stop the session's running turn and drop its queued prompts (each
@@ -129,14 +136,10 @@ class SessionMethods:
 
     # -- the handlers -------------------------------------------------------------------------
 
-    async def authenticate(self, params: Any) -> Answer:
+    async def authenticate(self, parsed: AuthenticateParams) -> Answer:
         """Succeeds when the agent has what its model needs (a scripted or local model, a key):
         clients call it before anything else (CodeCompanion with the first method offered) and
         stop on an error. Else ``AUTH_REQUIRED`` saying what to do."""
-        from dsh_acp.models._auth import API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD, NO_MODEL_HELP
-        from dsh_acp.wire._client_params import AuthenticateParams, parse_params
-
-        parsed = parse_params(AuthenticateParams, params)
         if parsed.method_id not in (API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD):
             raise invalid_params(f'unknown auth method "{parsed.method_id}"', "methodId")
         if not self.sessions.find_models():
@@ -144,7 +147,7 @@ class SessionMethods:
         self.sessions.require_key()
         return {}
 
-    async def logout(self, params: Any) -> Answer:
+    async def logout(self, params: None) -> Answer:
         """Forget the API key ``dsh-acp login`` stored (a key in the environment is the
         environment's: it stays, and the next session still finds it)."""
         source = self.config.model_source
@@ -158,32 +161,21 @@ class SessionMethods:
                 raise RpcError(INTERNAL_ERROR, f"cannot log out: {error}") from None
         return {}
 
-    async def new_session(self, params: Any) -> Answer:
-        parsed: SessionWhere | None = new_session_params(params)
-        if parsed is None:
-            from dsh_acp.wire._client_params import NewSessionParams, parse_params
-
-            parsed = parse_params(NewSessionParams, params)
+    async def new_session(self, parsed: SessionWhere | NewSessionParams) -> Answer:
         session, failures = await self.sessions.create(parsed)
         answer = {"sessionId": session.session_id, **self.pickers.answer(session)}
         return Reply(answer, self.sessions.after_answer(session, failures))
 
-    async def load_session(self, params: Any) -> Answer:
+    async def load_session(self, parsed: LoadSessionParams) -> Answer:
         """Reopen a stored session and replay it to the editor, then answer."""
-        from dsh_acp.wire._client_params import LoadSessionParams, parse_params
-
-        parsed = parse_params(LoadSessionParams, params)
         session, skipped, failures = await self.sessions.restore(parsed, _replay)
         after = self.sessions.after_answer(session, failures, skipped, restored=True)
         return Reply(self.pickers.answer(session), after)
 
-    async def resume_session(self, params: Any) -> Answer:
+    async def resume_session(self, parsed: ResumeSessionParams) -> Answer:
         """Reopen a stored session without replaying it (the editor still shows it). In v2 the
         client may ask for the replay (``replayFrom``: from the start, the one cursor there is),
         and is told the session's state after it, before the answer."""
-        from dsh_acp.wire._client_params import ResumeSessionParams, parse_params
-
-        parsed = parse_params(ResumeSessionParams, params)
         replay: Replay | None = None
         if self.profile.protocol == 2:
             if parsed.replay_from is not None and parsed.replay_from.get("type") != "start":
@@ -196,54 +188,36 @@ class SessionMethods:
                 raise not_found(parsed.session_id, 2)
         session, skipped, failures = await self.sessions.restore(parsed, replay)
         if self.profile.protocol == 2:  # where the session is, after the replay and before the answer
-            from dsh_acp.wire.v2._updates import state_idle, state_running
-
             await session.send(state_running() if session.turn is not None else state_idle())
         after = self.sessions.after_answer(session, failures, skipped, restored=True)
         return Reply(self.pickers.answer(session), after)
 
-    async def fork_session(self, params: Any) -> Answer:
+    async def fork_session(self, parsed: ForkSessionParams) -> Answer:
         """A new session that starts with a stored session's history (not replayed: the editor
         already shows it), answered as ``session/new`` is."""
-        from dsh_acp.wire._client_params import ForkSessionParams, parse_params
-
-        parsed = parse_params(ForkSessionParams, params)
         session, skipped, failures = await self.sessions.fork(parsed)
         answer = {"sessionId": session.session_id, **self.pickers.answer(session)}
         return Reply(answer, self.sessions.after_answer(session, failures, skipped, restored=True))
 
-    async def list_sessions(self, params: Any) -> Answer:
-        from dsh_acp.wire._client_params import ListSessionsParams, parse_params
-
-        parsed = parse_params(ListSessionsParams, params)
+    async def list_sessions(self, parsed: ListSessionsParams) -> Answer:
         if self.sessions.store is None:  # v2's baseline (v1 does not offer it without a store)
             return {"sessions": []}
         return self.sessions.page(parsed.cwd, parsed.cursor)
 
-    async def close_session(self, params: Any) -> Answer:
-        from dsh_acp.wire._client_params import SessionIdParams, parse_params
-
-        await self.sessions.close(parse_params(SessionIdParams, params).session_id)
+    async def close_session(self, parsed: SessionIdParams) -> Answer:
+        await self.sessions.close(parsed.session_id)
         return {}
 
-    async def delete_session(self, params: Any) -> Answer:
-        from dsh_acp.wire._client_params import SessionIdParams, parse_params
-
-        await self.sessions.delete(parse_params(SessionIdParams, params).session_id)
+    async def delete_session(self, parsed: SessionIdParams) -> Answer:
+        await self.sessions.delete(parsed.session_id)
         return {}
 
-    async def set_mode(self, params: Any) -> Answer:
-        from dsh_acp.wire._client_params import SetModeParams, parse_params
-
-        parsed = parse_params(SetModeParams, params)
+    async def set_mode(self, parsed: SetModeParams) -> Answer:
         session = self.sessions.get(parsed.session_id)
         self.pickers.switch_mode(session, parsed.mode_id)
         return Reply({}, self.pickers.in_step(session, mode=False, options=True))
 
-    async def set_config_option(self, params: Any) -> Answer:
-        from dsh_acp.wire._client_params import SetConfigOptionParams, parse_params
-
-        parsed = parse_params(SetConfigOptionParams, params)
+    async def set_config_option(self, parsed: SetConfigOptionParams) -> Answer:
         session = self.sessions.get(parsed.session_id)
         if parsed.config_id == "mode" and isinstance(parsed.value, str):
             self.pickers.switch_mode(session, parsed.value, field="value")
@@ -252,16 +226,26 @@ class SessionMethods:
         await self.pickers.set_option(session, parsed.config_id, parsed.value)
         return {"configOptions": self.pickers.options_answer(session)}
 
-    def prompt(self, params: Any) -> Awaitable[Answer]:
+    def prompt(self, parsed: PromptParams) -> Awaitable[Answer]:
         # Not async: the turn is registered before the next message is read.
-        from dsh_acp.wire._client_params import PromptParams, parse_params
+        return self.prompts.start(parsed)
 
-        return self.prompts.start(parse_params(PromptParams, params))
+
+def _parsed(entry: Method, params: Any) -> Any:
+    """The params as ``entry``'s handler takes them: read by its model (``RpcError`` when they do
+    not fit), or by its light reader when that knows their shape."""
+    if entry.params is None:
+        return None
+    if entry.light is not None and (light := entry.light(params)) is not None:
+        return light
+    from dsh_acp.wire import _client_params  # see above
+
+    return _client_params.parse_params(getattr(_client_params, entry.params), params)
 
 
 async def _replay(session: Session, events: Iterable[SessionEvent]) -> None:
     """Send the editor the updates that replay ``events``, each as it is made."""
-    from dsh_acp.session._replay import replay_updates
+    from dsh_acp.session._replay import replay_updates  # pydantic: not for an idle session
 
     session_id = session.session_id
     updates = replay_updates(events, session.render, session.registry)
@@ -274,21 +258,23 @@ _V1 = frozenset({1})
 _V2 = frozenset({2})
 
 METHODS: dict[str, Method] = {
-    "authenticate": Method(SessionMethods.authenticate, protocols=_V1),
+    "authenticate": Method(SessionMethods.authenticate, "AuthenticateParams", protocols=_V1),
     "logout": Method(SessionMethods.logout, login=True, protocols=_V1),
     # v2 ties both to a non-empty ``authMethods``, which this agent always offers.
-    "auth/login": Method(SessionMethods.authenticate, protocols=_V2),
+    "auth/login": Method(SessionMethods.authenticate, "AuthenticateParams", protocols=_V2),
     "auth/logout": Method(SessionMethods.logout, protocols=_V2),
-    "session/new": Method(SessionMethods.new_session),
-    "session/load": Method(SessionMethods.load_session, durable=True, protocols=_V1),
-    "session/resume": Method(SessionMethods.resume_session, durable=True, baseline_in=_V2),
-    "session/fork": Method(SessionMethods.fork_session, durable=True),
-    "session/list": Method(SessionMethods.list_sessions, durable=True, baseline_in=_V2),
-    "session/close": Method(SessionMethods.close_session),
-    "session/delete": Method(SessionMethods.delete_session, durable=True),
-    "session/set_mode": Method(SessionMethods.set_mode, protocols=_V1),
-    "session/set_config_option": Method(SessionMethods.set_config_option),
-    "session/prompt": Method(SessionMethods.prompt),
+    "session/new": Method(SessionMethods.new_session, "NewSessionParams", light=new_session_params),
+    "session/load": Method(SessionMethods.load_session, "LoadSessionParams", durable=True, protocols=_V1),
+    "session/resume": Method(
+        SessionMethods.resume_session, "ResumeSessionParams", durable=True, baseline_in=_V2
+    ),
+    "session/fork": Method(SessionMethods.fork_session, "ForkSessionParams", durable=True),
+    "session/list": Method(SessionMethods.list_sessions, "ListSessionsParams", durable=True, baseline_in=_V2),
+    "session/close": Method(SessionMethods.close_session, "SessionIdParams"),
+    "session/delete": Method(SessionMethods.delete_session, "SessionIdParams", durable=True),
+    "session/set_mode": Method(SessionMethods.set_mode, "SetModeParams", protocols=_V1),
+    "session/set_config_option": Method(SessionMethods.set_config_option, "SetConfigOptionParams"),
+    "session/prompt": Method(SessionMethods.prompt, "PromptParams"),
 }
 """Every method the agent answers after ``initialize``, in the ACP versions that have it (v2
 renames the auth methods, drops ``session/load`` and ``session/set_mode``, and makes list and

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING
 
 from dsh_acp._config import AgentConfig
 from dsh_acp._safe_text import visible
+from dsh_acp.models._model import ContextOverflow
+from dsh_acp.permissions._approvals import permissions_command
+from dsh_acp.permissions._modes import MODES
 from dsh_acp.session._events import PermissionRemoved
 from dsh_acp.wire._updates import AvailableCommandsUpdate, available_commands_update
 
@@ -104,8 +107,6 @@ async def _tools(table: CommandTable, session: Session, runner: TurnRunner, argu
 async def _permissions(
     table: CommandTable, session: Session, runner: TurnRunner, argument: str
 ) -> StopReason:
-    from dsh_acp.permissions._approvals import permissions_command
-
     rules = session.permissions
     answer = permissions_command(
         rules.allow,
@@ -118,8 +119,6 @@ async def _permissions(
 
 
 async def _mode(table: CommandTable, session: Session, runner: TurnRunner, argument: str) -> StopReason:
-    from dsh_acp.permissions._modes import MODES
-
     if argument not in MODES:
         return await table.say(session, f"Unknown mode {argument!r}. Modes: {', '.join(MODES)}.")
     table.pickers.switch_mode(session, argument)
@@ -139,8 +138,6 @@ async def _model(table: CommandTable, session: Session, runner: TurnRunner, argu
 
 
 async def _compact(table: CommandTable, session: Session, runner: TurnRunner, argument: str) -> StopReason:
-    from dsh_acp.models._model import ContextOverflow
-
     if session.model is None:
         return await table.say(session, NO_MODEL_MESSAGE)
     ids = table.config.message_ids
