@@ -18,12 +18,13 @@ from anyio.abc import TaskGroup
 from dsh_acp._config import AgentConfig, ModelChoice
 from dsh_acp._safe_text import visible
 from dsh_acp.loop._instructions import ProjectInstructions
+from dsh_acp.models._settings import SettingsError, default_config_path
 from dsh_acp.permissions._modes import PermissionState, mode_gate
 from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError, invalid_params
 from dsh_acp.session._events import ConfigChanged, SessionEvent
 from dsh_acp.session._memory import collector_paused, release_freed_memory
 from dsh_acp.session._session import Session, SessionIO
-from dsh_acp.session._store import Redactor, SessionBusy, SessionStore, StoredSession
+from dsh_acp.session._store import Redactor, SessionBusy, SessionStore, StoredSession, describe_os_error
 from dsh_acp.wire._client_profile import ClientProfile
 from dsh_acp.wire._render_context import RenderContext
 from dsh_acp.wire._updates import AvailableCommandsUpdate, agent_message, notice
@@ -110,8 +111,6 @@ class SessionManager:
         """The agent's own folders, where a tool call's card may not name a path unasked: the
         configuration (the API key ``dsh-acp login`` keeps) and the state (session logs, the
         approvals kept for projects)."""
-        from dsh_acp.models._settings import default_config_path
-
         state = (str(self.config.state_dir),) if self.config.state_dir is not None else ()
         return (str(default_config_path().parent), *state)
 
@@ -149,8 +148,6 @@ class SessionManager:
         if problem is not None:
             raise RpcError(AUTH_REQUIRED, problem)
         if self.store is not None:  # the key may have been stored since start-up: never log it
-            from dsh_acp.models._settings import SettingsError
-
             try:
                 settings = source.settings()
             except SettingsError:
@@ -189,61 +186,21 @@ class SessionManager:
     def _make_tool_side(self, session: Session) -> tuple[ToolRegistry, Services]:
         """A session's tools (its layer over the process-wide ones) and what they reach, made
         when the session first needs them."""
+        from ._tool_side import add_client_services, add_file_journal  # see _tool_side
+
         # Tasks a tool leaves running (a background command) end with the session.
         registry, services = self.tools.layer(), Services(session.permissions, SessionTasks(self.background))
         services.add(registry, as_type=ToolRegistry)  # what the mode policy looks up
         services.add(self._command_sandbox(session))
-        self._add_client_services(session, registry, services)
-        self._add_file_journal(session, services)
+        add_client_services(self.config, self.profile, self.tools, session, registry, services)
+        add_file_journal(self.store, session, services)
         return registry, services
-
-    def _add_file_journal(self, session: Session, services: Services) -> None:
-        """Every write through the session's file system (the client's or the disk) is logged,
-        and what the file held kept, for ``/undo``."""
-        from dsh_acp.session._file_journal import FileJournal, KeptFiles
-        from dsh_tools.filesystem import FileSystem, LocalFileSystem
-
-        # mypy rejects an abstract class as a type[T] argument (python/mypy#4717).
-        inner = services.get(FileSystem) or LocalFileSystem()  # type: ignore[type-abstract]
-        kept = KeptFiles(self.store.kept_folder(session.session_id) if self.store is not None else None)
-        journal = FileJournal(inner, kept, session.record, lambda: session.prompts - 1)
-        services.add(journal, as_type=FileSystem)
 
     def _command_sandbox(self, session: Session) -> CommandSandbox:
         """The session's sandbox for commands: its folders writable, the user's secret stores
         and the agent's own config and state folders hidden."""
-        from dsh_acp.models._settings import default_config_path
-
-        private = [str(default_config_path().parent), *([self._state_dir] if self._state_dir else [])]
         roots = (session.cwd, *session.additional_directories)
-        return CommandSandbox(sandbox_support(self.config.sandbox), roots, private_dirs=private)
-
-    def _add_client_services(self, session: Session, registry: ToolRegistry, services: Services) -> None:
-        """What the session's tools reach through the client, for what this client offers."""
-        profile, session_id, request = self.profile, session.session_id, self.io.request
-        if self.config.ask_user is not None and profile.questions:  # a tool that cannot work is never offered
-            ask_tool = self.config.ask_user()
-            if self.tools.get(ask_tool.name) is None:
-                from dsh_tools.questions import UserQuestions
-
-                from ._elicitation import ClientQuestions
-
-                registry.register(ask_tool)
-                services.add(ClientQuestions(request, session_id), as_type=UserQuestions)
-        if profile.client_terminals:
-            from dsh_tools.terminals import TerminalHost
-
-            from ._client_terminals import ClientTerminals
-
-            services.add(ClientTerminals(request, session_id), as_type=TerminalHost)
-        can_read, can_write = profile.can_read, profile.can_write
-        if (can_read or can_write) and not self.config.force_local_fs:
-            from dsh_tools.filesystem import FileSystem
-
-            from ._client_fs import ClientFileSystem
-
-            client_fs = ClientFileSystem(request, session_id, can_read=can_read, can_write=can_write)
-            services.add(client_fs, as_type=FileSystem)
+        return CommandSandbox(sandbox_support(self.config.sandbox), roots, private_dirs=self._agent_folders())
 
     async def _connect_mcp(self, session: Session) -> list[str]:
         """Start the session's MCP servers and register their tools in its layer; one line per
@@ -262,7 +219,7 @@ class SessionManager:
 
         ask = None
         if self.profile.questions:  # else the servers are not told they may ask
-            from ._elicitation import ClientQuestions, McpQuestions
+            from ._elicitation import ClientQuestions, McpQuestions  # the bridge: not for an idle session
 
             questions = ClientQuestions(self.io.request, session.session_id)
             ask = McpQuestions(session, questions, self.config.message_ids)
@@ -333,8 +290,6 @@ class SessionManager:
                 await session.aclose()
             raise
         if session.log.read_only is not None:
-            from dsh_acp.session._store import describe_os_error
-
             why = describe_os_error(session.log.read_only, session.log.path)
             failures = [
                 *failures,
