@@ -292,63 +292,102 @@ def resolve_model_settings(
       else the table of known models.
     """
     config = load_config_file(config_path) if config_path is not None else {}
-    spec = cli_model or environ.get("DSH_MODEL") or None
-    source = "--model" if cli_model else "DSH_MODEL"
-    if spec is None and config.get("model"):
-        spec, source = str(config["model"]), f"model in {config_path}"
-    if spec is not None and ":" not in spec:  # a bare name, wherever it is given
-        spec = f"openai:{spec}"
-    if spec is None:
-        for variable, default in _DEFAULT_MODELS:
-            if environ.get(variable):
-                spec = f"openai:{default}"
-                break
-        else:
-            return None
-    kind, colon, name = spec.partition(":")
-    if kind != "openai" or not colon or not name.strip():
-        raise SettingsError(f"{source}: unknown model {spec!r}; expected openai:NAME (or script:PATH)")
-    name = name.strip()
-
+    chosen = _chosen_spec(cli_model, environ, config, config_path)
+    if chosen is None:
+        return None
+    name = _model_name(*chosen)
     explicit_url = cli_base_url or environ.get("DSH_BASE_URL") or config.get("base_url")
-    base_url = str(explicit_url) if explicit_url else default_base_url(name)
-    base_url = _check_base_url(base_url).rstrip("/")
+    base_url = _check_base_url(str(explicit_url) if explicit_url else default_base_url(name)).rstrip("/")
     provider = _provider(base_url)
-
-    api_key: str | None = None
-    key_source: str | None = None
-    candidates = [("DSH_API_KEY", environ.get("DSH_API_KEY"))]
-    provider_variable = {"openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY"}.get(provider)
-    if provider_variable:
-        candidates.append((provider_variable, environ.get(provider_variable)))
-    candidates.append((f"api_key in {config_path}", config.get("api_key")))
-    for where, value in candidates:
-        if value and value.strip():
-            api_key, key_source = value.strip(), where
-            break
-    key_hint = f"DSH_API_KEY (or {provider_variable})" if provider_variable else "DSH_API_KEY"
-
-    overrides = {**config, **(config.get("models") or {}).get(name, {})}
-    known = known_model(name)
-    tuning: dict[str, Any] = {key: float(config[key]) for key in _TIMEOUT_KEYS if key in config}
-    if "max_retries" in config:
-        tuning["max_retries"] = config["max_retries"]
+    key = _api_key(provider, environ, config, config_path)
     return ModelSettings(
         model=name,
         base_url=base_url,
-        api_key=api_key,
-        key_source=key_source,
-        key_hint=key_hint,
-        context_window=overrides.get("context_window", known.context_window if known else None),
-        context_window_configured="context_window" in overrides,
-        accepts_images=overrides.get("accepts_images", known.accepts_images if known else False),
-        # DeepSeek's thinking mode answers 400 when reasoning_content is not echoed after tool calls.
-        send_reasoning=overrides.get("send_reasoning", provider == "deepseek"),
+        api_key=key.value,
+        key_source=key.source,
+        key_hint=key.hint,
         config_path=str(config_path) if config_path is not None else None,
-        price_provider=overrides.get("price_provider", provider if provider != "custom" else None),
-        reasoning_efforts=_EFFORTS if overrides.get("reasoning_effort", _takes_effort(name)) else (),
-        **tuning,
+        **_model_traits(name, provider, {**config, **(config.get("models") or {}).get(name, {})}),
+        **_tuning(config),
     )
+
+
+def _chosen_spec(
+    cli_model: str | None,
+    environ: Mapping[str, str],
+    config: Mapping[str, Any],
+    config_path: str | Path | None,
+) -> tuple[str, str] | None:
+    """The model spec that wins, as ``kind:name``, and where it was given; with none given, the
+    default of the first provider whose own key is set; ``None`` when there is none either."""
+    if cli_model:
+        spec, source = cli_model, "--model"
+    elif environ.get("DSH_MODEL"):
+        spec, source = environ["DSH_MODEL"], "DSH_MODEL"
+    elif config.get("model"):
+        spec, source = str(config["model"]), f"model in {config_path}"
+    else:
+        default = next((model for variable, model in _DEFAULT_MODELS if environ.get(variable)), None)
+        return None if default is None else (f"openai:{default}", "DSH_MODEL")
+    # A bare name is allowed wherever the spec is given.
+    return (spec if ":" in spec else f"openai:{spec}"), source
+
+
+def _model_name(spec: str, source: str) -> str:
+    kind, colon, name = spec.partition(":")
+    if kind != "openai" or not colon or not name.strip():
+        raise SettingsError(f"{source}: unknown model {spec!r}; expected openai:NAME (or script:PATH)")
+    return name.strip()
+
+
+# A provider's own key variable is read only for its own host: a key is never sent to another provider.
+_PROVIDER_KEY_VARIABLES: Final = {"openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    value: str | None
+    source: str | None
+    hint: str
+
+
+def _api_key(
+    provider: str, environ: Mapping[str, str], config: Mapping[str, Any], config_path: str | Path | None
+) -> _Key:
+    """The first key set among ``DSH_API_KEY``, the provider's own variable and the file's ``api_key``."""
+    provider_variable = _PROVIDER_KEY_VARIABLES.get(provider)
+    candidates = [("DSH_API_KEY", environ.get("DSH_API_KEY"))]
+    if provider_variable:
+        candidates.append((provider_variable, environ.get(provider_variable)))
+    candidates.append((f"api_key in {config_path}", config.get("api_key")))
+    hint = f"DSH_API_KEY (or {provider_variable})" if provider_variable else "DSH_API_KEY"
+    for where, value in candidates:
+        if value and value.strip():
+            return _Key(value.strip(), where, hint)
+    return _Key(None, None, hint)
+
+
+def _model_traits(name: str, provider: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """What the model can hold and take: the config's overrides, else the table of known models,
+    else what its provider implies."""
+    known = known_model(name)
+    return {
+        "context_window": overrides.get("context_window", known.context_window if known else None),
+        "context_window_configured": "context_window" in overrides,
+        "accepts_images": overrides.get("accepts_images", known.accepts_images if known else False),
+        # DeepSeek's thinking mode answers 400 when reasoning_content is not echoed after tool calls.
+        "send_reasoning": overrides.get("send_reasoning", provider == "deepseek"),
+        "price_provider": overrides.get("price_provider", provider if provider != "custom" else None),
+        "reasoning_efforts": _EFFORTS if overrides.get("reasoning_effort", _takes_effort(name)) else (),
+    }
+
+
+def _tuning(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The timeouts and retry count the config file sets (the rest keep their defaults)."""
+    tuning: dict[str, Any] = {key: float(config[key]) for key in _TIMEOUT_KEYS if key in config}
+    if "max_retries" in config:
+        tuning["max_retries"] = config["max_retries"]
+    return tuning
 
 
 _EFFORTS: Final = ("low", "medium", "high")
