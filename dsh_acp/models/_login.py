@@ -21,6 +21,7 @@ import sys
 import tempfile
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -58,7 +59,28 @@ def login_main(
     """Run ``dsh-acp login ARGV``; returns the exit status (0: stored)."""
     env = os.environ if environ is None else environ
     out = stdout or sys.stdout
-    err = stderr or sys.stderr
+    args = _parser(env).parse_args(list(argv))
+    path: Path = args.config or default_config_path(env)
+    try:
+        chosen, key = _answers(args, path, _input(read_secret, read_line), out)
+        try:
+            store_settings(path, {**chosen, **({"api_key": key} if key else {})})
+        except (OSError, SettingsError) as error:
+            raise _NothingStored(f"dsh-acp login: {error}") from None
+    except _NothingStored as refusal:
+        print(refusal, file=stderr or sys.stderr)
+        return 1
+    parts = [f"the model {chosen['model']}"] if "model" in chosen else []
+    parts += ["the API key"] if key else []
+    print(f"Stored {' and '.join(parts)} in {path} (mode 0600).", file=out)
+    if env.get("DSH_API_KEY"):
+        print(
+            "Note: DSH_API_KEY is set in this environment; it takes precedence over the stored key.", file=out
+        )
+    return 0
+
+
+def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dsh-acp login",
         description="Choose the model dsh-acp uses and store its API key in the user config file "
@@ -76,58 +98,66 @@ def login_main(
         default=None,
         help=f"the config file (default: {default_config_path(env)})",
     )
-    args = parser.parse_args(list(argv))
-    path: Path = args.config or default_config_path(env)
-    piped = read_secret is None and not (sys.stdin is not None and sys.stdin.isatty())
+    return parser
+
+
+class _NothingStored(Exception):
+    """Login stops without storing anything; the message is the line the user is shown."""
+
+
+_CANCELLED = "\ndsh-acp login: cancelled; nothing was stored"
+_NOTHING_PIPED = (
+    "dsh-acp login: no terminal to ask on and nothing on stdin; pass the key on stdin "
+    "(printf '%s' \"$KEY\" | dsh-acp login) or set DSH_API_KEY"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Input:
+    """Where the answers come from."""
+
+    read_secret: Callable[[str], str]
+    ask: Callable[[str], str] | None
+    """Reads an answer on a terminal; ``None`` without one (nobody to ask for the model)."""
+    piped: bool
+    """The key comes from a pipe or a file."""
+
+
+def _input(read_secret: Callable[[str], str] | None, read_line: Callable[[str], str] | None) -> _Input:
+    stdin_is_terminal = sys.stdin is not None and sys.stdin.isatty()
+    piped = read_secret is None and not stdin_is_terminal
     if read_secret is None:
         # A pipe or a file: nobody to hide the input from.
         read_secret = _read_stdin if piped else getpass.getpass
+    on_terminal = read_line is not None or (not piped and stdin_is_terminal)
+    return _Input(read_secret, (read_line or input) if on_terminal else None, piped)
+
+
+def _answers(args: argparse.Namespace, path: Path, given: _Input, out: TextIO) -> tuple[dict[str, str], str]:
+    """The settings to store (from the flags, else asked on the terminal) and the key entered;
+    ``_NothingStored`` when the user cancels or the answers cannot be stored."""
     chosen: dict[str, str] = {}
     if args.model:
         chosen["model"] = _model_spec(args.model)
     if args.base_url:
         chosen["base_url"] = args.base_url
     try:
-        on_terminal = read_line is not None or (not piped and sys.stdin is not None and sys.stdin.isatty())
-        if on_terminal and not chosen:
-            chosen = _ask_model(path, read_line or input, out)
-        key = read_secret("API key (input is hidden): ").strip()
+        if given.ask is not None and not chosen:
+            chosen = _ask_model(path, given.ask, out)
+        key = given.read_secret("API key (input is hidden): ").strip()
     except EOFError:
-        if piped:
-            print(
-                "dsh-acp login: no terminal to ask on and nothing on stdin; pass the key on stdin "
-                "(printf '%s' \"$KEY\" | dsh-acp login) or set DSH_API_KEY",
-                file=err,
-            )
-        else:
-            print("\ndsh-acp login: cancelled; nothing was stored", file=err)
-        return 1
+        raise _NothingStored(_NOTHING_PIPED if given.piped else _CANCELLED) from None
     except KeyboardInterrupt:
-        print("\ndsh-acp login: cancelled; nothing was stored", file=err)
-        return 1
+        raise _NothingStored(_CANCELLED) from None
     except SettingsError as error:
-        print(f"dsh-acp login: {error}; nothing was stored", file=err)
-        return 1
+        raise _NothingStored(f"dsh-acp login: {error}; nothing was stored") from None
     if not key and not chosen.get("base_url"):
-        print("dsh-acp login: no key entered; nothing was stored", file=err)
-        return 1
+        raise _NothingStored("dsh-acp login: no key entered; nothing was stored")
     if any(ch.isspace() or not ch.isprintable() for ch in key):
-        print("dsh-acp login: an API key has no spaces or control characters; nothing was stored", file=err)
-        return 1
-    stored = {**chosen, **({"api_key": key} if key else {})}
-    try:
-        store_settings(path, stored)
-    except (OSError, SettingsError) as error:
-        print(f"dsh-acp login: {error}", file=err)
-        return 1
-    parts = [f"the model {chosen['model']}"] if "model" in chosen else []
-    parts += ["the API key"] if key else []
-    print(f"Stored {' and '.join(parts)} in {path} (mode 0600).", file=out)
-    if env.get("DSH_API_KEY"):
-        print(
-            "Note: DSH_API_KEY is set in this environment; it takes precedence over the stored key.", file=out
+        raise _NothingStored(
+            "dsh-acp login: an API key has no spaces or control characters; nothing was stored"
         )
-    return 0
+    return chosen, key
 
 
 def _ask_model(path: Path, read_line: Callable[[str], str], out: TextIO) -> dict[str, str]:
