@@ -197,6 +197,13 @@ def _warden(requests: socket.socket, kind: bytes) -> None:
     _subreaper()
     poller = select.poll()
     poller.register(wake_r, select.POLLIN)
+    _warm()
+    job, leader = _start_requested(requests, kind, isolation)
+    poller.register(job, select.POLLIN)
+    _keep(job, leader, poller, wake_r)
+
+
+def _warm() -> None:
     for warm in (
         lambda: _find(["sh"], {"PATH": "/"}),
         lambda: marshal.loads(marshal.dumps(([""], None, {}, None))),
@@ -206,6 +213,13 @@ def _warden(requests: socket.socket, kind: bytes) -> None:
             warm()
         except OSError:
             pass
+
+
+def _start_requested(
+    requests: socket.socket, kind: bytes, isolation: OSError | None
+) -> tuple[socket.socket, int]:
+    """Wait for the request, start its command and tell the agent: the job socket and the
+    command's pid. Exits when there is no request, or the command could not start."""
     try:
         request, fds, _flags, _addr = socket.recv_fds(requests, _MAX_REQUEST, 4)
     except OSError:
@@ -228,43 +242,60 @@ def _warden(requests: socket.socket, kind: bytes) -> None:
     for fd in (stdin, stdout, stderr):
         os.close(fd)
     _send(job, b"P%d" % leader)
-    poller.register(job, select.POLLIN)
+    return job, leader
+
+
+def _keep(job: socket.socket, leader: int, poller: select.poll, wake_r: int) -> None:
+    """Tell the agent when the command exits and when its tree is gone (then exit); signal the
+    tree when the agent says so, and kill it, pass after pass, once told to or left alone."""
     killing_since: float | None = None
     while True:
-        code, left = _reap(leader)
-        # One message when the leader was the last: the agent never sees it exited with its tree
-        # still there when it was not.
-        report = b"" if code is None else b"X%d" % code
-        if not left:
-            _send(job, report + b"E")
-            os._exit(0)
-        if report:
-            _send(job, report)
+        _report_exits(job, leader)
         if killing_since is not None:
             if time.monotonic() - killing_since > _GIVE_UP_S:
                 os._exit(1)
-            _signal(leader, signal.SIGKILL)
-            for child in _children():
-                _signal(child, signal.SIGKILL)
+            _signal_tree(leader, signal.SIGKILL)
         for fd, events in poller.poll(None if killing_since is None else _KILL_PASS_S * 1000):
             if fd == wake_r:
                 os.read(wake_r, 512)
                 continue
-            message = b""
-            if events & select.POLLIN:
-                try:
-                    message = job.recv(16)
-                except OSError:
-                    message = b""
+            message = _job_message(job, events)
             if message == b"T":
-                _signal(leader, signal.SIGTERM)
-                for child in _children():
-                    _signal(child, signal.SIGTERM)
+                _signal_tree(leader, signal.SIGTERM)
             elif message == b"K" or not message:  # K, or the agent closed the job socket
                 if not message:
                     poller.unregister(job)
                 if killing_since is None:
                     killing_since = time.monotonic()
+
+
+def _report_exits(job: socket.socket, leader: int) -> None:
+    """Reap what exited; tell the leader's exit code, and exit when no process of the tree is left."""
+    code, left = _reap(leader)
+    # One message when the leader was the last: the agent never sees it exited with its tree
+    # still there when it was not.
+    report = b"" if code is None else b"X%d" % code
+    if not left:
+        _send(job, report + b"E")
+        os._exit(0)
+    if report:
+        _send(job, report)
+
+
+def _signal_tree(leader: int, sig: int) -> None:
+    _signal(leader, sig)
+    for child in _children():
+        _signal(child, sig)
+
+
+def _job_message(job: socket.socket, events: int) -> bytes:
+    """What the agent sent on the job socket; ``b""`` when it closed it."""
+    if events & select.POLLIN:
+        try:
+            return job.recv(16)
+        except OSError:
+            return b""
+    return b""
 
 
 def main() -> None:
