@@ -319,43 +319,21 @@ def define_tool(
     the parsed arguments and the execution) gives the card a person approving the call sees
     (see ``ToolDefinition.preview``).
     """
-    problems: list[str] = []
-    if not isinstance(name, str) or not _NAME.match(name):
-        problems.append("name must be 1-64 characters of letters, digits, '_' or '-'")
-    if not isinstance(description, str) or not description.strip():
-        problems.append("description must be a non-empty string")
-    callables: tuple[tuple[str, object, bool], ...] = (
-        ("execute", execute, False),
-        ("present_call", present_call, True),
-        ("present_result", present_result, True),
-        ("preview", preview, True),
-    )
-    for label, value, optional in callables:
-        if not callable(value) and not (optional and value is None):
-            problems.append(f"{label} must be callable" + (" or None" if optional else ""))
-    if kind not in TOOL_KINDS:
-        problems.append(f"kind must be one of {list(TOOL_KINDS)}, not {kind!r}")
     rules = (prompt_rules,) if isinstance(prompt_rules, str) else tuple(prompt_rules)
-    if isinstance(prompt_rules, str) or not all(
-        isinstance(rule, str) and rule.strip() and "\n" not in rule for rule in rules
-    ):
-        problems.append("prompt_rules must be a sequence of non-empty one-line strings")
-
-    parse: Callable[[Any], Any]
-    json_schema: dict[str, Any] = {}
-    if isinstance(parameters, type) and _is_model(parameters):
-        try:
-            json_schema = parameters.model_json_schema()
-        except Exception as error:  # a model pydantic cannot express as JSON Schema
-            problems.append(f"parameters model has no JSON Schema: {error}")
-        parse = _model_parser(parameters)
-    else:
-        spec = cast("SchemaSpec", parameters)
-        spec_problems = check_schema_spec(spec)
-        problems.extend(f"parameters: {problem}" for problem in spec_problems)
-        if not spec_problems:
-            json_schema = schema_spec_to_json_schema(spec)
-        parse = _spec_parser(spec)
+    problems = _field_problems(
+        name,
+        description,
+        kind,
+        rules if not isinstance(prompt_rules, str) else None,
+        (
+            ("execute", execute, False),
+            ("present_call", present_call, True),
+            ("present_result", present_result, True),
+            ("preview", preview, True),
+        ),
+    )
+    json_schema, parse, schema_problems = _parameters(parameters)
+    problems += schema_problems
     if problems:
         raise ToolDefinitionError(str(name), problems)
 
@@ -375,3 +353,52 @@ def define_tool(
         prompt_rules=rules,
         sandboxed=sandboxed,
     )
+
+
+def _field_problems(
+    name: object,
+    description: object,
+    kind: object,
+    rules: tuple[object, ...] | None,
+    callables: tuple[tuple[str, object, bool], ...],
+) -> list[str]:
+    """What is wrong with a definition's fields other than its parameters (``rules`` is ``None``
+    when ``prompt_rules`` was one string, not a sequence of them)."""
+    problems: list[str] = []
+    if not isinstance(name, str) or not _NAME.match(name):
+        problems.append("name must be 1-64 characters of letters, digits, '_' or '-'")
+    if not isinstance(description, str) or not description.strip():
+        problems.append("description must be a non-empty string")
+    problems += [
+        f"{label} must be callable" + (" or None" if optional else "")
+        for label, value, optional in callables
+        if not _callable_or_absent(value, optional)
+    ]
+    if kind not in TOOL_KINDS:
+        problems.append(f"kind must be one of {list(TOOL_KINDS)}, not {kind!r}")
+    if rules is None or not all(
+        isinstance(rule, str) and rule.strip() and "\n" not in rule for rule in rules
+    ):
+        problems.append("prompt_rules must be a sequence of non-empty one-line strings")
+    return problems
+
+
+def _callable_or_absent(value: object, optional: bool) -> bool:
+    return callable(value) or (optional and value is None)
+
+
+def _parameters(
+    parameters: SchemaSpec | type[BaseModel],
+) -> tuple[dict[str, Any], Callable[[Any], Any], list[str]]:
+    """The JSON Schema of a tool's parameters, the parser of its arguments, and what is wrong
+    with the parameters (the schema is ``{}`` when it cannot be made)."""
+    if isinstance(parameters, type) and _is_model(parameters):
+        try:
+            json_schema = parameters.model_json_schema()
+        except Exception as error:  # a model pydantic cannot express as JSON Schema
+            return {}, _model_parser(parameters), [f"parameters model has no JSON Schema: {error}"]
+        return json_schema, _model_parser(parameters), []
+    spec = cast("SchemaSpec", parameters)
+    spec_problems = check_schema_spec(spec)
+    json_schema = {} if spec_problems else schema_spec_to_json_schema(spec)
+    return json_schema, _spec_parser(spec), [f"parameters: {problem}" for problem in spec_problems]
