@@ -99,26 +99,35 @@ class SessionState:
     def apply(self, event: SessionEvent) -> None:
         """Change the state as ``event`` says."""
         match event:
-            case ToolFinished() | ToolCancelled():
-                self._result(event)
-            case ToolCalled():
-                self._called(event)
-            case TaskEvent():
-                if isinstance(event.event, ToolCalled):  # its conversation is its own, not its commands
-                    self._called(event.event)
+            case (
+                ToolFinished()
+                | ToolCancelled()
+                | AssistantReply()
+                | UserPrompt()
+                | ToolContext()
+                | Compacted()
+            ):
+                self._converse(event)
+            case ToolCalled() | TaskEvent() | FileChanged() | FilesRestored():
+                self._file_event(event)
+            case ConfigChanged() | ModeChanged() | PermissionAnswered() | PermissionRemoved() | TitleSet():
+                self._setting(event)
+            case UsageReported() | CostReported():
+                self._cost(event)
             case TurnStopped():
                 pass  # what it changes lives elsewhere: the turn's answer
-            case FileChanged():
-                self._files().change(self.prompts - 1, event, self._prompt_words())
-            case FilesRestored():
-                self.settle()
-                self._files().restored(event)
-                self.history.append(ContextMessage(undo_note(event)))
+            case _:
+                assert_never(event)
+
+    def _converse(
+        self, event: ToolFinished | ToolCancelled | AssistantReply | UserPrompt | ToolContext | Compacted
+    ) -> None:
+        """An event of the model's conversation."""
+        match event:
+            case ToolFinished() | ToolCancelled():
+                self._result(event)
             case AssistantReply():
                 self._reply(event)
-            case UsageReported():
-                if event.cost is not None:
-                    self.cost = Decimal(event.cost)
             case UserPrompt():
                 self.settle()
                 self.prompts += 1
@@ -132,8 +141,31 @@ class SessionState:
                 self.settle()
                 kept = self.history[-event.kept :] if event.kept > 0 else []
                 self.history[:] = [ContextMessage(SUMMARY_PREFIX + event.summary), *kept]
-            case CostReported():
-                self.cost = Decimal(event.cost)
+            case _:
+                assert_never(event)
+
+    def _file_event(self, event: ToolCalled | TaskEvent | FileChanged | FilesRestored) -> None:
+        """An event of what tools changed in files."""
+        match event:
+            case ToolCalled():
+                self._called(event)
+            case TaskEvent():
+                if isinstance(event.event, ToolCalled):  # its conversation is its own, not its commands
+                    self._called(event.event)
+            case FileChanged():
+                self._files().change(self.prompts - 1, event, self._prompt_words())
+            case FilesRestored():
+                self.settle()
+                self._files().restored(event)
+                self.history.append(ContextMessage(undo_note(event)))
+            case _:
+                assert_never(event)
+
+    def _setting(
+        self, event: ConfigChanged | ModeChanged | PermissionAnswered | PermissionRemoved | TitleSet
+    ) -> None:
+        """An event of the session's settings: model, mode, permission answers, title."""
+        match event:
             case ConfigChanged():
                 self._config(event)
             case ModeChanged():
@@ -142,6 +174,16 @@ class SessionState:
                 self._permission(event)
             case TitleSet():
                 self.title = event.title
+            case _:
+                assert_never(event)
+
+    def _cost(self, event: UsageReported | CostReported) -> None:
+        match event:
+            case UsageReported():
+                if event.cost is not None:
+                    self.cost = Decimal(event.cost)
+            case CostReported():
+                self.cost = Decimal(event.cost)
             case _:
                 assert_never(event)
 
