@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal, TypeGuard, get_args
 
 from dsh_tools import PathSubject
 from dsh_tools.sandbox import Widening
@@ -145,25 +145,42 @@ def rule_from_json(data: Any) -> Rule | None:
     """A stored rule, or ``None`` for anything malformed (it is dropped, never widened)."""
     if not isinstance(data, dict):
         return None
-    tool, kind = data.get("tool"), data.get("kind")
-    words, text, verb = data.get("words", []), data.get("text", ""), data.get("verb", "")
-    widen = data.get("widen", [])
-    if not isinstance(tool, str) or kind not in ("tool", "prefix", "exact", "line", "path", "folder"):
+    fields = {name: data.get(name, default) for name, (default, _) in _STORED_FIELDS.items()}
+    if not all(well_typed(fields[name]) for name, (_, well_typed) in _STORED_FIELDS.items()):
         return None
-    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-        return None
-    if not isinstance(text, str) or not isinstance(verb, str):
-        return None
-    if not isinstance(widen, list) or not all(isinstance(w, str) and w for w in widen):
-        return None
-    if widen and kind != "line":
-        return None  # a widened command is only ever remembered by its exact line
-    rule = Rule(tool, kind, tuple(words), text, verb, tuple(sorted(set(widen))))
-    if (kind in ("prefix", "exact") and not words) or (kind in ("line", "path", "folder") and not text):
-        return None
-    if kind == "prefix" and command_key(words) != rule.words:
-        return None  # no stored rule is wider than one the agent would make now
-    return rule
+    words, widen = tuple(fields["words"]), tuple(sorted(set(fields["widen"])))
+    rule = Rule(fields["tool"], fields["kind"], words, fields["text"], fields["verb"], widen)
+    return rule if _one_the_agent_makes(rule) else None
+
+
+def _strings(value: object) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+_STORED_FIELDS: Final[dict[str, tuple[object, Callable[[object], bool]]]] = {
+    # name: (its value when absent, whether a value is well typed)
+    "tool": (None, _is_str),
+    "kind": (None, lambda kind: kind in get_args(RuleKind)),
+    "words": ([], _strings),
+    "text": ("", _is_str),
+    "verb": ("", _is_str),
+    "widen": ([], lambda widen: _strings(widen) and all(widen)),
+}
+
+
+def _one_the_agent_makes(rule: Rule) -> bool:
+    """Whether the agent could have made this rule: no stored rule is wider than one it makes now."""
+    if rule.widen and rule.kind != "line":
+        return False  # a widened command is only ever remembered by its exact line
+    if rule.kind in ("prefix", "exact") and not rule.words:
+        return False
+    if rule.kind in ("line", "path", "folder") and not rule.text:
+        return False
+    return rule.kind != "prefix" or command_key(rule.words) == rule.words
 
 
 def migrate_key(key: Any) -> Rule | None:
