@@ -17,9 +17,6 @@ import unicodedata
 
 __all__ = ["split_command_line"]
 
-_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
-_IN_DOUBLE_REFUSED = frozenset('$`\\!"')
-_BLANK = frozenset(" \t")
 _RESERVED = frozenset(
     [
         "if",
@@ -44,7 +41,16 @@ _RESERVED = frozenset(
 
 
 _ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_RUN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+# One token of what the reader accepts. Anything else (an expansion, a redirection, a group, a
+# comment, an escape, unquoted non-ASCII, a quote left open, a double-quoted string holding $ ` \ !,
+# a background &, |&, ;; or ;&) matches none of them, and the line is refused.
+_TOKEN = re.compile(
+    r"(?P<blank>[ \t]+)"
+    r"|(?P<run>[A-Za-z0-9_@%+=:,./-]+)"
+    r"|'(?P<single>[^']*)'"
+    r'|"(?P<double>[^"$`\\!]*)"'
+    r"|(?P<operator>&&|\|\||;(?![;&])|\|(?!&))"
+)
 
 
 def _visible(line: str) -> bool:
@@ -61,72 +67,54 @@ def split_command_line(line: str) -> list[tuple[str, ...]] | None:
     when the line uses anything this reader does not fully understand."""
     if not _visible(line):
         return None
-    parts: list[tuple[str, ...]] = []
-    words: list[str] = []
-    word: list[str] = []
-    in_word = False
-    first_word_unquoted_equals = False
-    i, n = 0, len(line)
+    commands = _Commands()
+    at = 0
+    while at < len(line):
+        token = _TOKEN.match(line, at)
+        if token is None or not commands.take(token):
+            return None
+        at = token.end()
+    return commands.parts if commands.end_command() else None
 
-    def end_word() -> None:
-        nonlocal in_word
-        if in_word:
-            words.append("".join(word))
-            word.clear()
-            in_word = False
 
-    def end_part() -> bool:
-        end_word()
-        if not words or words[0] in _RESERVED or first_word_unquoted_equals:
-            return False
-        parts.append(tuple(words))
-        words.clear()
+class _Commands:
+    """The simple commands of a line read so far, and the one being read."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[str, ...]] = []
+        self.words: list[str] = []
+        self.word: list[str] | None = None
+        """The pieces of the word being read (``None`` between words)."""
+        self.assignment = False
+        """The command's first word has an unquoted ``=``: ``NAME=value cmd``."""
+
+    def take(self, token: re.Match[str]) -> bool:
+        """Read one token; whether the line can still be understood."""
+        kind = token.lastgroup
+        if kind == "operator":
+            return self.end_command()
+        if kind == "blank":
+            self.end_word()
+        else:
+            text = token.group(kind or 0)
+            if kind == "run" and not self.words and "=" in text:
+                self.assignment = True
+            if self.word is None:
+                self.word = []
+            self.word.append(text)
         return True
 
-    while i < n:
-        char = line[i]
-        if char in _BLANK:
-            end_word()
-            i += 1
-        elif char in _WORD:
-            run = _RUN.match(line, i)
-            assert run is not None
-            text = run.group()
-            if not words and "=" in text:
-                first_word_unquoted_equals = True  # `NAME=value cmd`: an assignment
-            word.append(text)
-            in_word = True
-            i = run.end()
-        elif char == "'":
-            close = line.find("'", i + 1)
-            if close < 0:
-                return None
-            word.append(line[i + 1 : close])
-            in_word = True
-            i = close + 1
-        elif char == '"':
-            close = line.find('"', i + 1)
-            if close < 0:
-                return None
-            inner = line[i + 1 : close]
-            if any(c in _IN_DOUBLE_REFUSED for c in inner):
-                return None
-            word.append(inner)
-            in_word = True
-            i = close + 1
-        elif char in "&|;":
-            pair = line[i : i + 2]
-            if pair in ("&&", "||"):
-                i += 2
-            elif char == "&" or pair in ("|&", ";;", ";&"):
-                return None  # background jobs, |& and case terminators
-            else:
-                i += 1
-            if not end_part():
-                return None
-            first_word_unquoted_equals = False
-        else:
-            return None  # an expansion, redirection, group, comment, escape or non-ASCII
-    if not end_part():
-        return None
-    return parts
+    def end_word(self) -> None:
+        if self.word is not None:
+            self.words.append("".join(self.word))
+            self.word = None
+
+    def end_command(self) -> bool:
+        """Close the command being read; whether it is one the reader understands."""
+        self.end_word()
+        if not self.words or self.words[0] in _RESERVED or self.assignment:
+            return False
+        self.parts.append(tuple(self.words))
+        self.words = []
+        self.assignment = False
+        return True
