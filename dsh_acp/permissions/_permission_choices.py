@@ -135,15 +135,23 @@ class Question:
         mine = [rule for rule in mine if rule.widen == subject.widen]  # never across widenings
         if self.parts is None or subject.widen:
             return next((r for r in mine if r.kind == "line" and r.text == subject.command), None)
-        if not any_part and len(self.parts) > 1 and any(p[0] in STATEFUL for p in self.parts):
-            return None  # `cd elsewhere && allowed`: the next part no longer means what it says
-        place, allowing = self.place, not any_part
-        found = [
-            next((r for r in mine if r.covers_words(words, place, allowing=allowing)), None)
-            for words in self.parts
-        ]
         if any_part:
-            return next((r for r in found if r is not None), None)
+            return self._rejecting_a_part(self.parts, mine)
+        return self._allowing_every_part(self.parts, mine)
+
+    def _rejecting_a_part(self, parts: list[tuple[str, ...]], mine: list[Rule]) -> Rule | None:
+        """The first rule rejecting a part of the line (in the order of the parts)."""
+        place = self.place
+        return next(
+            (r for words in parts for r in mine if r.covers_words(words, place, allowing=False)), None
+        )
+
+    def _allowing_every_part(self, parts: list[tuple[str, ...]], mine: list[Rule]) -> Rule | None:
+        """The rule allowing the first part, when a rule allows each part of the line."""
+        if len(parts) > 1 and any(words[0] in STATEFUL for words in parts):
+            return None  # `cd elsewhere && allowed`: the next part no longer means what it says
+        place = self.place
+        found = [next((r for r in mine if r.covers_words(words, place)), None) for words in parts]
         return found[0] if found and all(found) else None
 
     def allowed_by(self, rules: Iterable[Rule]) -> Rule | None:
