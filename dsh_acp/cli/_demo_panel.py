@@ -103,36 +103,50 @@ class PanelState:
             self.timeline.append(Message(kind, message_id, text))
 
     def _tool_call(self, kind: str, update: dict[str, Any]) -> None:
-        call_id = str(update.get("toolCallId"))
+        card = self._card(kind, str(update.get("toolCallId")))
+        if "title" in update:
+            card.title = str(update["title"])
+        if "kind" in update:
+            card.kind = str(update["kind"])
+        if "status" in update:
+            self._status(card, str(update["status"]))
+        if "content" in update:  # content and locations replace the whole collection
+            card.content = list(update["content"] or [])
+        if "locations" in update:
+            self._locations(card, list(update["locations"] or []))
+        self._terminal(card, update.get("_meta") or {})
+
+    def _card(self, kind: str, call_id: str) -> Card:
+        """The call's card; a new one at the end of the timeline when the call is new."""
         card = self.cards.get(call_id)
         if card is None:
             if kind == "tool_call_update":
                 self.problems.append(f"tool_call_update for {call_id}, which was never announced")
             card = self.cards[call_id] = Card(call_id)
             self.timeline.append(card)
-        if "title" in update:
-            card.title = str(update["title"])
-        if "kind" in update:
-            card.kind = str(update["kind"])
-        if "status" in update:
-            status = str(update["status"])
-            backwards = _STATUS_ORDER.get(status, 0) < _STATUS_ORDER.get(card.status, 0)
-            if backwards or (card.finished and status != card.status):
-                self.problems.append(f"{call_id}: status went from {card.status} to {status}")
-            card.status = status
-        if "content" in update:  # content and locations replace the whole collection
-            card.content = list(update["content"] or [])
-        if "locations" in update:
-            card.locations = list(update["locations"] or [])
-            for location in card.locations:
-                if not Path(str(location.get("path", ""))).is_absolute():
-                    self.problems.append(f"{call_id}: location path {location.get('path')!r} is not absolute")
-        meta = update.get("_meta") or {}
+        return card
+
+    def _status(self, card: Card, status: str) -> None:
+        backwards = _STATUS_ORDER.get(status, 0) < _STATUS_ORDER.get(card.status, 0)
+        if backwards or (card.finished and status != card.status):
+            self.problems.append(f"{card.call_id}: status went from {card.status} to {status}")
+        card.status = status
+
+    def _locations(self, card: Card, locations: list[Any]) -> None:
+        card.locations = locations
+        for location in locations:
+            if not Path(str(location.get("path", ""))).is_absolute():
+                self.problems.append(
+                    f"{card.call_id}: location path {location.get('path')!r} is not absolute"
+                )
+
+    def _terminal(self, card: Card, meta: dict[str, Any]) -> None:
+        """The live terminal an editor draws from the update's ``_meta``."""
         if "terminal_info" in meta:
             card.terminal = True
         if "terminal_output" in meta:
             if not card.terminal:
-                self.problems.append(f"{call_id}: terminal output for a card without terminal_info")
+                self.problems.append(f"{card.call_id}: terminal output for a card without terminal_info")
             card.output += str(meta["terminal_output"].get("data", ""))
         if "terminal_exit" in meta:
             card.exited = True
