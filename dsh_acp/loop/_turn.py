@@ -58,6 +58,7 @@ from ._compaction import (
     COMPACT_INSTRUCTION,
     SUMMARY_INPUT_SHARE,
     SUMMARY_SHARE,
+    Cut,
     automatic_compaction_notice,
     choose_cut,
     message_chars,
@@ -208,36 +209,10 @@ class TurnRunner:
         nothing to summarise. ``why`` marks a compaction the agent chose on its own: clients that
         show notices get it as one, and the summary is not a message in their chat."""
         session = self.session
-        window = window or self._window()
-        share = SUMMARY_INPUT_SHARE
-        for attempt in range(3):
-            budget = None
-            if window:
-                system = self.settings.system_prompt(session) if self.settings.system_prompt else ""
-                ratio = session.chars_per_token or CHARS_PER_TOKEN
-                budget = int(window * share * ratio) - len(system) - len(COMPACT_INSTRUCTION)
-                if budget <= 0:
-                    return False
-            cut = choose_cut(session.history, budget, keep_current_turn=mid_turn)
-            if cut is None:
-                return False
-            if why is not None and session.render.notices and attempt == 0:
-                await session.send(why)
-            try:
-                summary = await self.summarize(
-                    f"{compaction_id}-{attempt}" if attempt else compaction_id,
-                    cut.prefix,
-                    automatic=why is not None,
-                )
-                break
-            except ContextOverflow as error:
-                # Characters per token vary (a model's rambling output can be one token a
-                # character): the server said the summariser's input did not fit; send less.
-                window = error.context_window or window
-                if not window or attempt == 2:
-                    raise ModelError(no_room_message(window or 0)) from None
-                share /= 2
-        assert cut is not None
+        summarised = await self._summarise_oldest(compaction_id, window or self._window(), mid_turn, why)
+        if summarised is None:
+            return False
+        cut, summary, window = summarised
         if window:
             # A small model may ramble until its window is full: a summary larger than a quarter
             # of the window would leave no room, and the next compaction would only summarise it.
@@ -247,6 +222,46 @@ class TurnRunner:
         session.record(Compacted(summary, self.last_text_id, compaction_id, len(session.history) - cut.end))
         session.usage_mark = -1  # the reported usage measured what was just replaced
         return True
+
+    async def _summarise_oldest(
+        self, compaction_id: str, window: int | None, mid_turn: bool, why: Notice | None
+    ) -> tuple[Cut, str, int | None] | None:
+        """The cut, its summary and the window as the server told it; ``None`` when nothing fits.
+        The summariser reads less on each attempt the server says did not fit."""
+        session = self.session
+        share, attempt = SUMMARY_INPUT_SHARE, 0
+        while True:
+            budget = self._summary_budget(window, share)
+            if budget == 0:
+                return None  # the system prompt and the instruction fill the summariser's share
+            cut = choose_cut(session.history, budget, keep_current_turn=mid_turn)
+            if cut is None:
+                return None
+            if why is not None and session.render.notices and attempt == 0:
+                await session.send(why)
+            try:
+                summary = await self.summarize(
+                    f"{compaction_id}-{attempt}" if attempt else compaction_id,
+                    cut.prefix,
+                    automatic=why is not None,
+                )
+                return cut, summary, window
+            except ContextOverflow as error:
+                # Characters per token vary (a model's rambling output can be one token a
+                # character): the server said the summariser's input did not fit; send less.
+                window = error.context_window or window
+                if not window or attempt == 2:
+                    raise ModelError(no_room_message(window or 0)) from None
+                share, attempt = share / 2, attempt + 1
+
+    def _summary_budget(self, window: int | None, share: float) -> int | None:
+        """Characters of conversation the summariser may read (``None``: all of it, the window
+        unknown; ``0``: none, the system prompt and the instruction fill its share)."""
+        if not window:
+            return None
+        system = self.settings.system_prompt(self.session) if self.settings.system_prompt else ""
+        ratio = self.session.chars_per_token or CHARS_PER_TOKEN
+        return max(0, int(window * share * ratio) - len(system) - len(COMPACT_INSTRUCTION))
 
     async def summarize(
         self, compaction_id: str, messages: Sequence[Message] | None = None, automatic: bool = False
