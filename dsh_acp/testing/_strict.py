@@ -43,20 +43,25 @@ class _Deriver:
             return False
         if node.get("properties"):
             return True
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith(_DEFS_PREFIX):
-            name = ref.removeprefix(_DEFS_PREFIX)
-            if name not in seen:
-                if name not in self._names_cache:
-                    self._names_cache[name] = self.names_properties(self.defs.get(name), seen | {name})
-                if self._names_cache[name]:
-                    return True
+        if self._definition_names_properties(node.get("$ref"), seen):
+            return True
         unions = [b for key in ("anyOf", "oneOf") for b in node.get(key, ())]
         if any(self.accepts_anything(branch) for branch in unions):
             return False  # any value is one of the union's: no key can be told apart as unknown
         branches = [b for key in _BRANCH_LISTS for b in node.get(key, ())]
         branches += [node[key] for key in _BRANCHES if key in node]
         return any(self.names_properties(branch, seen) for branch in branches)
+
+    def _definition_names_properties(self, ref: Any, seen: frozenset[str]) -> bool:
+        """Whether the definition ``ref`` points to lists properties (once per definition)."""
+        if not isinstance(ref, str) or not ref.startswith(_DEFS_PREFIX):
+            return False
+        name = ref.removeprefix(_DEFS_PREFIX)
+        if name in seen:
+            return False
+        if name not in self._names_cache:
+            self._names_cache[name] = self.names_properties(self.defs.get(name), seen | {name})
+        return self._names_cache[name]
 
     def accepts_anything(self, node: Any) -> bool:
         """Whether ``node`` (through a ``$ref``) is a schema with no constraint at all."""
@@ -70,27 +75,27 @@ class _Deriver:
     def derive(self, node: Any, starts_value: bool) -> Any:
         if not isinstance(node, dict):
             return node
-        out: dict[str, Any] = {}
-        for key, child in node.items():
-            if key in _BRANCH_LISTS and isinstance(child, list):
-                out[key] = [self.derive(branch, False) for branch in child]
-            elif key in _BRANCHES or key == "$defs":
-                out[key] = (
-                    {name: self.derive(d, False) for name, d in child.items()}
-                    if key == "$defs"
-                    else self.derive(child, False)
-                )
-            elif key in _VALUE_MAPS and isinstance(child, dict):
-                out[key] = {name: self.derive(value, True) for name, value in child.items()}
-            elif key in _VALUES:
-                out[key] = self.derive(child, True)
-            elif key == "prefixItems" and isinstance(child, list):
-                out[key] = [self.derive(item, True) for item in child]
-            else:
-                out[key] = child  # annotations, constants, `not`, `if`: unchanged
+        out = {key: self._derive_keyword(key, child) for key, child in node.items()}
         if starts_value and "unevaluatedProperties" not in node and self.names_properties(node):
             out["unevaluatedProperties"] = False
         return out
+
+    def _derive_keyword(self, key: str, child: Any) -> Any:
+        """A keyword's value in the strict form: the schemas under it derived, as the same value
+        (branches, definitions) or as a value of its own (properties, items)."""
+        if key in _BRANCH_LISTS and isinstance(child, list):
+            return [self.derive(branch, False) for branch in child]
+        if key == "$defs":
+            return {name: self.derive(definition, False) for name, definition in child.items()}
+        if key in _BRANCHES:
+            return self.derive(child, False)
+        if key in _VALUE_MAPS and isinstance(child, dict):
+            return {name: self.derive(value, True) for name, value in child.items()}
+        if key in _VALUES:
+            return self.derive(child, True)
+        if key == "prefixItems" and isinstance(child, list):
+            return [self.derive(item, True) for item in child]
+        return child  # annotations, constants, `not`, `if`: unchanged
 
 
 def strict_schema(document: dict[str, Any]) -> dict[str, Any]:
