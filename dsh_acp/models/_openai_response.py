@@ -46,6 +46,34 @@ class _PartialCall:
     shown: int = 0
     """Characters of the arguments reported so far (``ToolCallArguments``)."""
 
+    def take(self, delta: dict[str, Any]) -> None:
+        """Add what one delta tells of the call."""
+        if isinstance(delta.get("id"), str) and delta["id"] and not self.id:
+            self.id = delta["id"]
+        function = delta.get("function")
+        if isinstance(function, dict):
+            # Some servers repeat the name in every delta: the first one wins, never concatenated.
+            if isinstance(function.get("name"), str) and function["name"] and not self.name:
+                self.name = function["name"]
+            if isinstance(function.get("arguments"), str):
+                self.arguments += function["arguments"]
+
+    def news(self) -> list[ModelEvent]:
+        """What is new to report of the call: its start, the start of its arguments."""
+        events: list[ModelEvent] = []
+        if self.name and not self.started:
+            # Announced as soon as its name is known: its arguments may stream for seconds.
+            self.started = True
+            self.id = self.id or f"call_{uuid.uuid4().hex}"
+            events.append(ToolCallStart(self.id, self.name))
+        if self.started and self.shown < len(self.arguments) and self.shown < ARGUMENTS_SHOWN:
+            # Only the start: enough for a title, and never a copy of megabytes per delta
+            # (a slice that covers the whole string is that string, not a copy).
+            shown = self.arguments[:ARGUMENTS_SHOWN]
+            self.shown = len(shown)
+            events.append(ToolCallArguments(self.id, shown))
+        return events
+
 
 def token_events(chunk: Any) -> list[ModelEvent] | None:
     """The events of the common chunk, one choice with a text or a reasoning delta and nothing
@@ -92,63 +120,47 @@ class Assembler:
             raise ModelError(f"the API at {self.where} sent a stream chunk that is not a JSON object")
         if chunk.get("error"):
             raise ModelError(f"the API at {self.where} reported an error mid-response: {error_detail(chunk)}")
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-            if isinstance(prompt, int) and isinstance(completion, int):
-                self.usage = Usage(prompt, completion, self.context_window)
+        self._take_usage(chunk.get("usage"))
         events: list[ModelEvent] = []
         choices = chunk.get("choices")
-        if not isinstance(choices, list):
-            return events
-        for choice in choices:
+        for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue  # we ask for one choice (n=1)
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                # DeepSeek and vLLM say reasoning_content; OpenRouter, Ollama and newer vLLM, reasoning.
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if isinstance(reasoning, str) and reasoning:
-                    events.append(ReasoningDelta(reasoning))
-                content = delta.get("content")
-                if isinstance(content, str) and content:
-                    events.append(TextDelta(content))
-                tool_calls = delta.get("tool_calls")
-                if isinstance(tool_calls, list):
-                    self._tool_deltas(tool_calls, events)
+                self._delta(delta, events)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
                 self.finish = reason
         return events
+
+    def _take_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            if isinstance(prompt, int) and isinstance(completion, int):
+                self.usage = Usage(prompt, completion, self.context_window)
+
+    def _delta(self, delta: dict[str, Any], events: list[ModelEvent]) -> None:
+        # DeepSeek and vLLM say reasoning_content; OpenRouter, Ollama and newer vLLM, reasoning.
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            events.append(ReasoningDelta(reasoning))
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            events.append(TextDelta(content))
+        tool_calls = delta.get("tool_calls")
+        if isinstance(tool_calls, list):
+            self._tool_deltas(tool_calls, events)
 
     def _tool_deltas(self, deltas: list[Any], events: list[ModelEvent]) -> None:
         for position, delta in enumerate(deltas):
             if not isinstance(delta, dict):
                 continue
             index = delta.get("index")
-            if not isinstance(index, int):
-                index = position  # a few servers omit it; they send one call per position
-            call = self.calls.setdefault(index, _PartialCall())
-            if isinstance(delta.get("id"), str) and delta["id"] and not call.id:
-                call.id = delta["id"]
-            function = delta.get("function")
-            if isinstance(function, dict):
-                # Some servers repeat the name in every delta: the first one wins, never concatenated.
-                if isinstance(function.get("name"), str) and function["name"] and not call.name:
-                    call.name = function["name"]
-                if isinstance(function.get("arguments"), str):
-                    call.arguments += function["arguments"]
-            if call.name and not call.started:
-                # Announced as soon as its name is known: its arguments may stream for seconds.
-                call.started = True
-                call.id = call.id or f"call_{uuid.uuid4().hex}"
-                events.append(ToolCallStart(call.id, call.name))
-            if call.started and call.shown < len(call.arguments) and call.shown < ARGUMENTS_SHOWN:
-                # Only the start: enough for a title, and never a copy of megabytes per delta
-                # (a slice that covers the whole string is that string, not a copy).
-                shown = call.arguments[:ARGUMENTS_SHOWN]
-                call.shown = len(shown)
-                events.append(ToolCallArguments(call.id, shown))
+            # A few servers omit the index; they send one call per position.
+            call = self.calls.setdefault(index if isinstance(index, int) else position, _PartialCall())
+            call.take(delta)
+            events += call.news()
 
     def end(self, saw_done: bool) -> list[ModelEvent]:
         if self.finish is None and not saw_done:
