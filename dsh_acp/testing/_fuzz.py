@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import orjson
@@ -177,36 +177,12 @@ class FrameGenerator:
         return {"jsonrpc": "2.0", "id": self._id(), "method": method, "params": self._params(method)}
 
     def mutate(self, message: dict[str, Any]) -> bytes:
-        rng = self.rng
-        pick = rng.randrange(8)
-        if pick == 0:  # a field replaced by something of the wrong shape
-            target = message
-            params = message.get("params")
-            if isinstance(params, dict) and params and rng.random() < 0.7:
-                target = params
-            if target:
-                target[rng.choice(list(target))] = _wild(rng)
-        elif pick == 1:  # a field removed
-            if message:
-                del message[rng.choice(list(message))]
-        elif pick == 2:  # the id replaced
-            message["id"] = _wild(rng)
-        elif pick == 3:  # params replaced wholesale
-            message["params"] = _wild(rng)
-        data = _dumps(message)
-        if pick == 4 and data:  # bytes flipped
-            raw = bytearray(data)
-            for _ in range(rng.randrange(1, 4)):
-                raw[rng.randrange(len(raw))] = rng.randrange(256)
-            data = bytes(raw).replace(b"\n", b" ")
-        elif pick == 5 and len(data) > 2:  # cut short (the rest of the line lost)
-            data = data[: rng.randrange(1, len(data))]
-        elif pick == 6 and len(data) > 2:  # split by a stray newline
-            cut = rng.randrange(1, len(data))
-            data = data[:cut] + b"\n" + data[cut:]
-        elif pick == 7:  # a second copy of a key (the last one wins in most parsers)
-            data = data[:-1] + b',"jsonrpc":"1.0"}' if data.endswith(b"}") else data
-        return data
+        """A valid message made invalid: in its fields, or in its bytes once encoded."""
+        pick = self.rng.randrange(len(_FIELD_MUTATIONS) + len(_BYTE_MUTATIONS))
+        if pick < len(_FIELD_MUTATIONS):
+            _FIELD_MUTATIONS[pick](message, self.rng)
+            return _dumps(message)
+        return _BYTE_MUTATIONS[pick - len(_FIELD_MUTATIONS)](_dumps(message), self.rng)
 
     def garbage(self) -> bytes:
         rng = self.rng
@@ -229,6 +205,69 @@ class FrameGenerator:
         if roll < 0.85:
             return self.mutate(self.valid())
         return self.garbage()
+
+
+def _wrong_shape(message: dict[str, Any], rng: random.Random) -> None:
+    """A field (of the params, mostly) replaced by something of the wrong shape."""
+    target = message
+    params = message.get("params")
+    if isinstance(params, dict) and params and rng.random() < 0.7:
+        target = params
+    if target:
+        target[rng.choice(list(target))] = _wild(rng)
+
+
+def _field_removed(message: dict[str, Any], rng: random.Random) -> None:
+    if message:
+        del message[rng.choice(list(message))]
+
+
+def _id_replaced(message: dict[str, Any], rng: random.Random) -> None:
+    message["id"] = _wild(rng)
+
+
+def _params_replaced(message: dict[str, Any], rng: random.Random) -> None:
+    message["params"] = _wild(rng)
+
+
+def _bytes_flipped(data: bytes, rng: random.Random) -> bytes:
+    if not data:
+        return data
+    raw = bytearray(data)
+    for _ in range(rng.randrange(1, 4)):
+        raw[rng.randrange(len(raw))] = rng.randrange(256)
+    return bytes(raw).replace(b"\n", b" ")
+
+
+def _cut_short(data: bytes, rng: random.Random) -> bytes:
+    """The rest of the line lost."""
+    return data[: rng.randrange(1, len(data))] if len(data) > 2 else data
+
+
+def _stray_newline(data: bytes, rng: random.Random) -> bytes:
+    if len(data) <= 2:
+        return data
+    cut = rng.randrange(1, len(data))
+    return data[:cut] + b"\n" + data[cut:]
+
+
+def _key_repeated(data: bytes, rng: random.Random) -> bytes:
+    """A second copy of a key (the last one wins in most parsers)."""
+    return data[:-1] + b',"jsonrpc":"1.0"}' if data.endswith(b"}") else data
+
+
+_FIELD_MUTATIONS: Final[tuple[Callable[[dict[str, Any], random.Random], None], ...]] = (
+    _wrong_shape,
+    _field_removed,
+    _id_replaced,
+    _params_replaced,
+)
+_BYTE_MUTATIONS: Final[tuple[Callable[[bytes, random.Random], bytes], ...]] = (
+    _bytes_flipped,
+    _cut_short,
+    _stray_newline,
+    _key_repeated,
+)
 
 
 def _dumps(message: Any) -> bytes:
