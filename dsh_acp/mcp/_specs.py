@@ -60,20 +60,28 @@ def parse_spec(raw: Mapping[str, Any] | McpServerStdio, *, http: bool) -> StdioS
     if not isinstance(name, str) or not name:
         raise ValueError('"name" must be a non-empty string')
     if kind == "stdio":
-        command = raw.get("command")
-        args = raw.get("args") or []
-        if not isinstance(command, str) or not command:
-            raise ValueError('"command" must be a non-empty string')
-        if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
-            raise ValueError('"args" must be a list of strings')
-        return StdioSpec(name, command, tuple(args), _pairs(raw.get("env"), '"env"'))
+        return _stdio_spec(name, raw)
     if kind == "http" and http:
-        url = raw.get("url")
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ValueError('"url" must be an http(s) URL')
-        return HttpSpec(name, url, _pairs(raw.get("headers"), '"headers"'))
+        return _http_spec(name, raw)
     if kind in ("http", "sse"):
         raise ValueError(
             f"{kind} MCP servers are not supported by this agent (use stdio" + (" or http)" if http else ")")
         )
     raise ValueError(f"unknown transport type {kind!r}")
+
+
+def _stdio_spec(name: str, raw: Mapping[str, Any]) -> StdioSpec:
+    command = raw.get("command")
+    args = raw.get("args") or []
+    if not isinstance(command, str) or not command:
+        raise ValueError('"command" must be a non-empty string')
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        raise ValueError('"args" must be a list of strings')
+    return StdioSpec(name, command, tuple(args), _pairs(raw.get("env"), '"env"'))
+
+
+def _http_spec(name: str, raw: Mapping[str, Any]) -> HttpSpec:
+    url = raw.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError('"url" must be an http(s) URL')
+    return HttpSpec(name, url, _pairs(raw.get("headers"), '"headers"'))
