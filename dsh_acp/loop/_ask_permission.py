@@ -13,7 +13,8 @@ from typing import Final, Literal
 
 import anyio
 
-from dsh_acp.permissions._permission_choices import Question
+from dsh_acp.permissions._modes import PermissionState
+from dsh_acp.permissions._permission_choices import Option, Question
 from dsh_acp.rpc._errors import RpcError
 from dsh_acp.session._events import PermissionAnswered
 from dsh_acp.session._session import Session
@@ -76,18 +77,23 @@ class PermissionQuestion:
                 f"the permission answer was not understood ({_unread(outcome)}); the call was not run"
             )
         if chosen.remember:
-            rule: Literal["allow", "reject"] = "allow" if chosen.kind == "allow_always" else "reject"
-            if chosen.project and rules.project is not None:
-                try:
-                    rules.project.add(rule, chosen.remember)
-                except OSError as error:
-                    _log.warning("could not keep the answer for the project: %s", error)
-            else:
-                for remembered in chosen.remember:
-                    session.record(PermissionAnswered(rule, remembered.to_json()))
+            self._remember(chosen, rules)
         if chosen.kind in ("allow_once", "allow_always"):
             return Allow()
         return Deny("the user declined this call; do not retry it unchanged")
+
+    def _remember(self, chosen: Option, rules: PermissionState) -> None:
+        """Keep the rules an "always" answer covers: in the project's file when the user picked
+        that, else in the session's log."""
+        rule: Literal["allow", "reject"] = "allow" if chosen.kind == "allow_always" else "reject"
+        if chosen.project and rules.project is not None:
+            try:
+                rules.project.add(rule, chosen.remember)
+            except OSError as error:
+                _log.warning("could not keep the answer for the project: %s", error)
+        else:
+            for remembered in chosen.remember:
+                self._session.record(PermissionAnswered(rule, remembered.to_json()))
 
 
 def _unread(outcome: object) -> str:
