@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from dsh_tools import (
@@ -90,6 +91,36 @@ async def _read(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
     pos = _hunks.line_start(content, offset)
     if pos < 0 or offset > total:
         raise ToolError(f"offset {offset} is past the end of {path}, which has {total} lines")
+    shown = _numbered_lines(content, pos, offset, limit)
+    body = "\n".join(shown.rows) + "".join(f"\n\n[{note}]" for note in shown.notes(offset, total))
+    return ToolOutput([text(body)], meta={"path": path, "start": offset, "end": shown.last, "total": total})
+
+
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """The numbered lines one read shows."""
+
+    rows: list[str]
+    last: int
+    """The number of the last line shown."""
+    shortened: bool
+    """Some line was cut at ``_MAX_LINE_CHARS``."""
+    full: bool
+    """The output limit stopped the read."""
+
+    def notes(self, offset: int, total: int) -> list[str]:
+        notes = [f"Lines longer than {_MAX_LINE_CHARS} characters were shortened."] if self.shortened else []
+        if self.last < total:
+            why = f" (the {MAX_READ_BYTES // 1024} KiB output limit was reached)" if self.full else ""
+            notes.append(
+                f"Showing lines {offset}-{self.last} of {total}{why}. To read on, use offset={self.last + 1}."
+            )
+        return notes
+
+
+def _numbered_lines(content: str, pos: int, offset: int, limit: int) -> _Lines:
+    """Up to ``limit`` lines from line ``offset`` (at ``pos``), numbered as ``cat -n`` does, within
+    ``MAX_READ_BYTES`` (at least one line)."""
     rows: list[str] = []
     size, shortened, line = 0, False, offset
     while line < offset + limit and pos < len(content):
@@ -104,13 +135,7 @@ async def _read(args: dict[str, Any], execution: ToolExecution) -> ToolOutput:
             break
         rows.append(row)
         line, pos = line + 1, end + 1
-    last = line - 1
-    notes = [f"Lines longer than {_MAX_LINE_CHARS} characters were shortened."] if shortened else []
-    if last < total:
-        why = f" (the {MAX_READ_BYTES // 1024} KiB output limit was reached)" if size > MAX_READ_BYTES else ""
-        notes.append(f"Showing lines {offset}-{last} of {total}{why}. To read on, use offset={last + 1}.")
-    body = "\n".join(rows) + "".join(f"\n\n[{note}]" for note in notes)
-    return ToolOutput([text(body)], meta={"path": path, "start": offset, "end": last, "total": total})
+    return _Lines(rows, line - 1, shortened, size > MAX_READ_BYTES)
 
 
 def _present_read(args: dict[str, Any]) -> ToolCallView:
