@@ -107,6 +107,24 @@ def _existing(path: str) -> str:
     return path
 
 
+def _widening_token(item: str, cwd: str, hidden: Sequence[str], home: str | None) -> str:
+    """One ``widen`` entry as a token: a name, or the real folder a path gives (see ``Widening.parse``)."""
+    word = item.strip()
+    if word in _NAMED:
+        return word
+    if not (word.startswith(("/", "./", "../", "~")) or word in (".", "..")):
+        raise WideningError(
+            f'widen entry {item!r:.80} is not "network", "git", "all" or a path '
+            "(absolute, or starting with ./ ../ ~)"
+        )
+    if "\0" in word:
+        raise WideningError("a path in widen contains a NUL character")
+    if home is not None and (word == "~" or word.startswith("~/")):
+        word = home + word[1:]
+    path = _existing(os.path.join(cwd, os.path.expanduser(word)))
+    return next((store for store in hidden if _inside(path, (store,))), path)
+
+
 @dataclass(frozen=True, slots=True)
 class Widening:
     """What one command may do beyond its level: ``tokens`` holds ``network``, ``git``, ``all``
@@ -125,23 +143,7 @@ class Widening:
             raise WideningError('widen must be a list of strings: "network", "git", "all" or paths')
         if len(value) > _MAX_WIDENINGS:
             raise WideningError(f"widen takes at most {_MAX_WIDENINGS} entries")
-        tokens: set[str] = set()
-        for item in value:
-            word = item.strip()
-            if word in _NAMED:
-                tokens.add(word)
-            elif word.startswith(("/", "./", "../", "~")) or word in (".", ".."):
-                if "\0" in word:
-                    raise WideningError("a path in widen contains a NUL character")
-                if home is not None and (word == "~" or word.startswith("~/")):
-                    word = home + word[1:]
-                path = _existing(os.path.join(cwd, os.path.expanduser(word)))
-                tokens.add(next((store for store in hidden if _inside(path, (store,))), path))
-            else:
-                raise WideningError(
-                    f'widen entry {item!r:.80} is not "network", "git", "all" or a path '
-                    "(absolute, or starting with ./ ../ ~)"
-                )
+        tokens = {_widening_token(item, cwd, hidden, home) for item in value}
         return cls(("all",) if "all" in tokens else tuple(sorted(tokens)))
 
     @property
