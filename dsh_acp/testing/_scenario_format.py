@@ -143,6 +143,11 @@ def _step_problems(index: int, step: Any) -> list[str]:
         if kind == "files" and not all(isinstance(text, str) for text in body.values()):
             return [f"{where} maps each path to its text (a string)"]
         return []
+    return _field_problems(where, kind, body, fields)
+
+
+def _field_problems(where: str, kind: str, body: dict[str, Any], fields: dict[str, _Check]) -> list[str]:
+    """What is wrong with a step's fields: one missing, unknown, or of the wrong shape."""
     problems = [f"{where}: missing {name!r}" for name in _REQUIRED_FIELDS.get(kind, ()) if name not in body]
     for name, value in body.items():
         check = fields.get(name)
