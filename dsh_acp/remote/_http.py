@@ -62,12 +62,33 @@ def _channel(request: Request, hub: Hub) -> Channel | Response:
 
 
 async def post(request: Request, hub: Hub) -> Response:
+    read = await _message(request, hub.config.max_message_bytes)
+    if isinstance(read, Response):
+        return read
+    message, body = read
+    if message.get("method") == "initialize" and is_request_id(message.get("id")):
+        if request.headers.get(CONNECTION_HEADER) is not None:
+            return _text(400, "initialize opens a connection: send it without Acp-Connection-Id")
+        return await _initialize(request, hub, message, body)
+    channel = _channel(request, hub)
+    if not isinstance(channel, Channel):
+        return channel
+    session = _session_named(request, message)
+    if isinstance(session, Response):
+        return session
+    if await admit(hub, channel, message, session):
+        await channel.send(body)
+    return Response(status_code=202)
+
+
+async def _message(request: Request, limit: int) -> tuple[dict[str, Any], bytes] | Response:
+    """The JSON-RPC message a POST carries and its bytes, or the answer to a body that is not one."""
     content_type = request.headers.get("content-type", "")
     if content_type.partition(";")[0].strip().lower() != "application/json":
         return _text(415, "Content-Type must be application/json")
-    body = await _body(request, hub.config.max_message_bytes)
+    body = await _body(request, limit)
     if body is None:
-        return _text(413, f"a message is at most {hub.config.max_message_bytes} bytes")
+        return _text(413, f"a message is at most {limit} bytes")
     try:
         message = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -76,23 +97,19 @@ async def post(request: Request, hub: Hub) -> Response:
         return _text(501, "JSON-RPC batches are not supported")
     if type(message) is not dict:
         return _text(400, "the body is not a JSON-RPC message")
-    connection_id = request.headers.get(CONNECTION_HEADER)
-    if message.get("method") == "initialize" and is_request_id(message.get("id")):
-        if connection_id is not None:
-            return _text(400, "initialize opens a connection: send it without Acp-Connection-Id")
-        return await _initialize(request, hub, message, body)
-    channel = _channel(request, hub)
-    if not isinstance(channel, Channel):
-        return channel
+    return message, body
+
+
+def _session_named(request: Request, message: dict[str, Any]) -> str | Response | None:
+    """The session a message is for (its header's, else its params'), or the answer to a header
+    missing where a session is required, or naming another session than the params."""
     header_session = request.headers.get(SESSION_HEADER)
     params_session = session_of(message)
     if header_session is None and message.get("method") in SESSION_SCOPED:
         return _text(400, "Acp-Session-Id is missing")
     if header_session is not None and params_session is not None and header_session != params_session:
         return _text(400, "Acp-Session-Id does not match the params' sessionId")
-    if await admit(hub, channel, message, header_session or params_session):
-        await channel.send(body)
-    return Response(status_code=202)
+    return header_session or params_session
 
 
 async def _initialize(request: Request, hub: Hub, message: dict[str, Any], body: bytes) -> Response:
