@@ -309,21 +309,11 @@ def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> A
     if args.sandbox not in ("auto", "off"):  # from $DSH_SANDBOX: argparse checks only the flag
         parser.error(f"DSH_SANDBOX must be auto or off, not {args.sandbox!r}")
     config = _model_config(args.model, args.base_url, parser)
-    sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools(args.sandbox)]
-    if sources and args.max_task_requests > 0:  # a subagent that may not ask the model cannot work
-        sources.append(_task_tool)
-    if args.tools:
-        sources.append(_user_tools(args.tools, parser))
-    chosen: dict[str, Any] = {}
-    if sources:
-        chosen["tools"] = lambda: [tool for source in sources for tool in source()]
-        chosen["ask_user"] = None if args.no_tools else _reference_ask_user
+    chosen = _tool_settings(args, parser)
     if config.model_source is not None:
         # the model client and its HTTP stack: after initialize
         warm = ("dsh_acp.models._http1_client", "dsh_acp.models._openai")
         chosen["warm_imports"] = (*config.warm_imports, *warm)
-    if not args.no_tools:
-        chosen["configure_registry"] = _reference_policies
     chosen.update(
         max_model_requests=args.max_model_requests,
         max_task_requests=args.max_task_requests,
@@ -346,6 +336,23 @@ def _config_from(args: argparse.Namespace, parser: argparse.ArgumentParser) -> A
             clock=lambda: FIXED_TIME,
         )
     return dataclasses.replace(config, **chosen)
+
+
+def _tool_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """The tools the flags ask for (the reference tools unless ``--no-tools``, with the task tool
+    unless ``--max-task-requests 0``; the ``--tools`` modules) and what comes with the reference tools."""
+    sources: list[Callable[[], list[Any]]] = [] if args.no_tools else [_reference_tools(args.sandbox)]
+    if sources and args.max_task_requests > 0:  # a subagent that may not ask the model cannot work
+        sources.append(_task_tool)
+    if args.tools:
+        sources.append(_user_tools(args.tools, parser))
+    chosen: dict[str, Any] = {}
+    if sources:
+        chosen["tools"] = lambda: [tool for source in sources for tool in source()]
+        chosen["ask_user"] = None if args.no_tools else _reference_ask_user
+    if not args.no_tools:
+        chosen["configure_registry"] = _reference_policies
+    return chosen
 
 
 def _model_config(spec: str | None, base_url: str | None, parser: argparse.ArgumentParser) -> AgentConfig:
