@@ -43,7 +43,7 @@ def brief(value: object, limit: int = BRIEF_LIMIT, depth: int = _DEPTH) -> str:
     out: list[str] = []
     size = 0
     # A value to render at a depth, or literal text (brackets, separators).
-    stack: list[tuple[object, int] | str] = [(value, 0)]
+    stack: _Stack = [(value, 0)]
     while stack:
         if size >= limit:
             out.append("…")
@@ -55,39 +55,51 @@ def brief(value: object, limit: int = BRIEF_LIMIT, depth: int = _DEPTH) -> str:
             current, level = item
             room = max(limit - size, 8)
             if isinstance(current, dict):
-                if level >= depth:
-                    text = "{…}" if current else "{}"
-                else:
-                    text = "{"
-                    stack.append("}")
-                    entries = list(islice(current.items(), room // 4 + 1))
-                    if len(current) > len(entries):
-                        stack.append(f", …(+{len(current) - len(entries)})")
-                    for index in range(len(entries) - 1, -1, -1):
-                        key, entry = entries[index]
-                        stack.append((entry, level + 1))
-                        stack.append(": ")
-                        stack.append((key, level + 1))
-                        if index:
-                            stack.append(", ")
+                text = (
+                    _open_dict(current, level, room, stack) if level < depth else "{…}" if current else "{}"
+                )
             elif isinstance(current, list | tuple):
-                if level >= depth:
-                    text = "[…]" if current else "[]"
-                else:
-                    text = "["
-                    stack.append("]")
-                    shown = current[: room // 2 + 1]
-                    if len(current) > len(shown):
-                        stack.append(f", …(+{len(current) - len(shown)})")
-                    for index in range(len(shown) - 1, -1, -1):
-                        stack.append((shown[index], level + 1))
-                        if index:
-                            stack.append(", ")
+                text = (
+                    _open_list(current, level, room, stack) if level < depth else "[…]" if current else "[]"
+                )
             else:
                 text = _leaf(current, min(room, _STRING) if level else room)
         out.append(text)
         size += len(text)
     return "".join(out)
+
+
+_Stack = list[tuple[object, int] | str]
+
+
+def _open_dict(current: dict[object, object], level: int, room: int, stack: _Stack) -> str:
+    """The dict's opening brace; what follows it (as many entries as ``room`` may show) goes on
+    the stack, last first."""
+    stack.append("}")
+    entries = list(islice(current.items(), room // 4 + 1))
+    if len(current) > len(entries):
+        stack.append(f", …(+{len(current) - len(entries)})")
+    for index in range(len(entries) - 1, -1, -1):
+        key, entry = entries[index]
+        stack.append((entry, level + 1))
+        stack.append(": ")
+        stack.append((key, level + 1))
+        if index:
+            stack.append(", ")
+    return "{"
+
+
+def _open_list(current: list[object] | tuple[object, ...], level: int, room: int, stack: _Stack) -> str:
+    """The list's opening bracket; what follows it goes on the stack, last first."""
+    stack.append("]")
+    shown = current[: room // 2 + 1]
+    if len(current) > len(shown):
+        stack.append(f", …(+{len(current) - len(shown)})")
+    for index in range(len(shown) - 1, -1, -1):
+        stack.append((shown[index], level + 1))
+        if index:
+            stack.append(", ")
+    return "["
 
 
 # What ``visible`` escapes: Cc, Cf, Zl, Zp and the default-ignorable code points (Unicode 15),
