@@ -99,22 +99,13 @@ def client_profile(
     terminals: TerminalsChoice = "auto",
 ) -> ClientProfile:
     """The profile of a client from ``initialize``'s ``clientCapabilities`` and ``clientInfo``."""
-    capabilities = capabilities if isinstance(capabilities, Mapping) else {}
-    meta = capabilities.get("_meta")
-    meta = meta if isinstance(meta, Mapping) else {}
-    key: TerminalKey | None = None
-    if meta.get("terminal_output_delta") is True:
-        key = "terminal_output_delta"
-    elif meta.get("terminal_output") is True:
-        key = "terminal_output"
-    elif is_jetbrains(client_info):
-        key = "terminal_output_delta"
+    capabilities = _table(capabilities)
+    meta = _table(capabilities.get("_meta"))
+    key = _terminal_key(meta, client_info)
     offers = capabilities.get("terminal") is True
     use_client = offers and (terminals == "client" or (terminals == "auto" and key is None))
-    fs = capabilities.get("fs")
-    fs = fs if isinstance(fs, Mapping) else {}
-    session = capabilities.get("session")
-    session = session if isinstance(session, Mapping) else {}
+    fs = _table(capabilities.get("fs"))
+    session = _table(capabilities.get("session"))
     options = session.get("configOptions")
     elicitation = capabilities.get("elicitation")
     auth = capabilities.get("auth")
@@ -132,3 +123,19 @@ def client_profile(
         option_names=is_zed(client_info) or is_jetbrains(client_info),
         nested_calls=meta.get("parentToolCallId") is True,
     )
+
+
+def _table(value: object) -> Mapping[str, Any]:
+    """``value`` when it is an object, else an empty one (a client may send anything)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _terminal_key(meta: Mapping[str, Any], client_info: Mapping[str, Any] | None) -> TerminalKey | None:
+    """The ``_meta`` key the client draws a live terminal from, if it draws one."""
+    if meta.get("terminal_output_delta") is True:
+        return "terminal_output_delta"
+    if meta.get("terminal_output") is True:
+        return "terminal_output"
+    if is_jetbrains(client_info):
+        return "terminal_output_delta"
+    return None
