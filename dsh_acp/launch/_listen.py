@@ -67,25 +67,10 @@ def listen_options(
     host, port = _split_address(address)
     environ = os.environ if environ is None else environ
     token = environ.get(TOKEN_VARIABLE) or None
-    if token is None and not _is_loopback(host):
-        raise ListenError(
-            f"--listen {address} is reachable from other machines: set {TOKEN_VARIABLE} to the bearer "
-            "token clients must send"
-        )
-    if token is None and not no_auth:
-        raise ListenError(
-            f"--listen {address}: set {TOKEN_VARIABLE} to the bearer token clients must send, or give "
-            "--no-auth to serve this machine's users without one"
-        )
-    if token is not None and len(token) < MIN_TOKEN_CHARS:
-        raise ListenError(
-            f"{TOKEN_VARIABLE} is shorter than {MIN_TOKEN_CHARS} characters: use a long random one "
-            "(openssl rand -hex 32)"
-        )
-    if token is not None and not (token.isascii() and token.isprintable() and " " not in token):
-        raise ListenError(
-            f"{TOKEN_VARIABLE} must be printable ASCII without spaces (an HTTP header carries it)"
-        )
+    if token is None:
+        _check_no_token(address, host, no_auth)
+    else:
+        _check_token(token)
     if grace < 0 or idle_timeout < 0:
         raise ListenError("--grace and --idle-timeout take seconds, 0 or more")
     return ListenOptions(
@@ -96,6 +81,32 @@ def listen_options(
         grace=grace,
         idle_timeout=idle_timeout,
     )
+
+
+def _check_no_token(address: str, host: str, no_auth: bool) -> None:
+    """Serving without a token: only on this machine, and only when asked to."""
+    if not _is_loopback(host):
+        raise ListenError(
+            f"--listen {address} is reachable from other machines: set {TOKEN_VARIABLE} to the bearer "
+            "token clients must send"
+        )
+    if not no_auth:
+        raise ListenError(
+            f"--listen {address}: set {TOKEN_VARIABLE} to the bearer token clients must send, or give "
+            "--no-auth to serve this machine's users without one"
+        )
+
+
+def _check_token(token: str) -> None:
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ListenError(
+            f"{TOKEN_VARIABLE} is shorter than {MIN_TOKEN_CHARS} characters: use a long random one "
+            "(openssl rand -hex 32)"
+        )
+    if not (token.isascii() and token.isprintable() and " " not in token):
+        raise ListenError(
+            f"{TOKEN_VARIABLE} must be printable ASCII without spaces (an HTTP header carries it)"
+        )
 
 
 def _split_address(address: str) -> tuple[str, int]:
