@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,16 +201,28 @@ def _diff(block: dict[str, Any], shown_path: str, changed_line: int | None) -> R
     table.add_column(justify="right", style="dim")
     table.add_column()
 
-    def row(old_index: int | None, new_index: int | None, line: Text) -> None:
-        def number(index: int | None) -> str:
-            return str(start + index) if start is not None and index is not None else ""
+    for old_index, new_index, line in _diff_rows(old, new, opcodes):
+        table.add_row(_number(start, old_index), _number(start, new_index), line)
+    header = Text.assemble(
+        ("diff ", "dim"), (shown_path, "bold"), (" (new file)" if old_text is None else "", "dim")
+    )
+    return Group(header, table)
 
-        table.add_row(number(old_index), number(new_index), line)
 
+def _number(start: int | None, index: int | None) -> str:
+    """A line's number in the file, when the card's location places the diff."""
+    return str(start + index) if start is not None and index is not None else ""
+
+
+def _diff_rows(
+    old: list[str], new: list[str], opcodes: Sequence[tuple[str, int, int, int, int]]
+) -> Iterator[tuple[int | None, int | None, Text]]:
+    """Each line of the diff: its index in the old text and in the new (``None`` where it is not
+    in one of them), as drawn."""
     for tag, i1, i2, j1, j2 in opcodes:
         if tag == "equal":
             for offset in range(i2 - i1):
-                row(i1 + offset, j1 + offset, Text("  " + old[i1 + offset], style="dim"))
+                yield i1 + offset, j1 + offset, Text("  " + old[i1 + offset], style="dim")
             continue
         removed = [Text("- " + line, style="red") for line in old[i1:i2]]
         added = [Text("+ " + line, style="green") for line in new[j1:j2]]
@@ -217,13 +230,9 @@ def _diff(block: dict[str, Any], shown_path: str, changed_line: int | None) -> R
             for before, after in zip(removed, added, strict=True):
                 _highlight_change(before, after)
         for offset, line in enumerate(removed):
-            row(i1 + offset, None, line)
+            yield i1 + offset, None, line
         for offset, line in enumerate(added):
-            row(None, j1 + offset, line)
-    header = Text.assemble(
-        ("diff ", "dim"), (shown_path, "bold"), (" (new file)" if old_text is None else "", "dim")
-    )
-    return Group(header, table)
+            yield None, j1 + offset, line
 
 
 def _highlight_change(before: Text, after: Text) -> None:
