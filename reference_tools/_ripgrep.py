@@ -29,7 +29,7 @@ import shutil
 import sys
 import sysconfig
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import orjson
@@ -144,33 +144,49 @@ def _sequence(items: Any, dialect: _Dialect) -> str:
     out: list[str] = []
     for op, arg in items:
         name = str(op)
-        if name == "LITERAL":
-            out.append(dialect.char(arg))
-        elif name == "NOT_LITERAL":
-            out.append(f"{dialect.one}[^{dialect.char(arg)}]")
-        elif name == "ANY":
-            out.append(dialect.one + ".")
-        elif name == "IN":
-            out.append(_class(arg, dialect))
-        elif name == "AT":
-            if str(arg) not in dialect.at:
-                raise _Untranslatable(str(arg))  # \A and \Z: no line-by-line meaning
-            out.append(dialect.at[str(arg)])
-        elif name == "BRANCH":
-            out.append("(?:" + "|".join(_sequence(branch, dialect) for branch in arg[1]) + ")")
-        elif name == "SUBPATTERN":
-            _group, add, remove, body = arg
-            if remove & re.MULTILINE:
-                raise _Untranslatable("(?-m)")
-            on, off = _flags(add & ~_IGNORED_FLAGS), _flags(remove & ~_IGNORED_FLAGS)
-            out.append(f"(?{on}{'-' + off if off else ''}:{_sequence(body, dialect)})")
-        elif name in ("MAX_REPEAT", "MIN_REPEAT"):
-            low, high, body = arg
-            bound = f"{{{low},}}" if high == _maxrepeat() else f"{{{low},{high}}}"
-            out.append(f"(?:{_sequence(body, dialect)}){bound}{'?' if name == 'MIN_REPEAT' else ''}")
-        else:  # look-around, back-references, atomic groups, possessive repeats
+        translation = _TRANSLATIONS.get(name)
+        if translation is None:  # look-around, back-references, atomic groups, possessive repeats
             raise _Untranslatable(name)
+        out.append(translation(name, arg, dialect))
     return "".join(out)
+
+
+def _at(name: str, arg: Any, dialect: _Dialect) -> str:
+    if str(arg) not in dialect.at:
+        raise _Untranslatable(str(arg))  # \A and \Z: no line-by-line meaning
+    return dialect.at[str(arg)]
+
+
+def _branch(name: str, arg: Any, dialect: _Dialect) -> str:
+    return "(?:" + "|".join(_sequence(branch, dialect) for branch in arg[1]) + ")"
+
+
+def _subpattern(name: str, arg: Any, dialect: _Dialect) -> str:
+    _group, add, remove, body = arg
+    if remove & re.MULTILINE:
+        raise _Untranslatable("(?-m)")
+    on, off = _flags(add & ~_IGNORED_FLAGS), _flags(remove & ~_IGNORED_FLAGS)
+    return f"(?{on}{'-' + off if off else ''}:{_sequence(body, dialect)})"
+
+
+def _repeat(name: str, arg: Any, dialect: _Dialect) -> str:
+    low, high, body = arg
+    bound = f"{{{low},}}" if high == _maxrepeat() else f"{{{low},{high}}}"
+    return f"(?:{_sequence(body, dialect)}){bound}{'?' if name == 'MIN_REPEAT' else ''}"
+
+
+_TRANSLATIONS: Final[dict[str, Callable[[str, Any, _Dialect], str]]] = {
+    # The opcodes of Python's parser, each as the dialect writes it.
+    "LITERAL": lambda name, arg, dialect: dialect.char(arg),
+    "NOT_LITERAL": lambda name, arg, dialect: f"{dialect.one}[^{dialect.char(arg)}]",
+    "ANY": lambda name, arg, dialect: dialect.one + ".",
+    "IN": lambda name, arg, dialect: _class(arg, dialect),
+    "AT": _at,
+    "BRANCH": _branch,
+    "SUBPATTERN": _subpattern,
+    "MAX_REPEAT": _repeat,
+    "MIN_REPEAT": _repeat,
+}
 
 
 @functools.cache
