@@ -71,13 +71,34 @@ class RequestEncoder:
     def encode(self, request: ModelRequest, *, progress: bool = False) -> bytes:
         """The JSON body of ``chat_request`` for ``request``, as bytes."""
         settings = self.settings
-        messages = request.messages
+        head: list[bytes] = []
+        if request.system:
+            head.append(orjson.dumps({"role": "system", "content": request.system}))
+        rest: dict[str, Any] = {
+            "model": settings.model,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if progress:
+            rest["return_progress"] = True
+        if request.reasoning_effort and request.reasoning_effort in settings.reasoning_efforts:
+            rest["reasoning_effort"] = request.reasoning_effort
+        messages = b",".join(head + self._messages(request.messages))
+        body = b'{"messages":[' + messages + b"]," + orjson.dumps(rest)[1:-1]
+        if request.tools:
+            body += b',"tools":' + self._tools_json(request.tools)
+        return body + b"}"
+
+    def _messages(self, messages: Sequence[Message]) -> list[bytes]:
+        """Each message encoded: those up to the last checkpoint as they were last time when the
+        conversation still starts with the same objects, the rest now."""
         point = len(self._inputs)
         if point and len(messages) >= point and all(map(operator.is_, messages, self._inputs)):
             kept, previous = self._parts, self._previous
         else:
             point, kept, previous = 0, [], None
         tail, checkpoint = conversation_from(messages, point, previous)
+        settings = self.settings
         encoded = [
             orjson.dumps(entry)
             for entry in chat_messages(
@@ -91,26 +112,15 @@ class RequestEncoder:
             self._inputs = list(messages[:index])
             self._parts = parts[:final]
             self._previous = tail[count - 1] if count else previous
-        head: list[bytes] = []
-        if request.system:
-            head.append(orjson.dumps({"role": "system", "content": request.system}))
-        rest: dict[str, Any] = {
-            "model": settings.model,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if progress:
-            rest["return_progress"] = True
-        if request.reasoning_effort and request.reasoning_effort in settings.reasoning_efforts:
-            rest["reasoning_effort"] = request.reasoning_effort
-        body = b'{"messages":[' + b",".join(head + parts) + b"]," + orjson.dumps(rest)[1:-1]
-        if request.tools:
-            schemas = self._schemas
-            if len(schemas) != len(request.tools) or not all(map(operator.is_, schemas, request.tools)):
-                self._schemas = list(request.tools)
-                self._tools = orjson.dumps([_tool(schema) for schema in request.tools])
-            body += b',"tools":' + self._tools
-        return body + b"}"
+        return parts
+
+    def _tools_json(self, tools: Sequence[ToolSchema]) -> bytes:
+        """The tools' JSON, encoded again only when the schema objects change."""
+        schemas = self._schemas
+        if len(schemas) != len(tools) or not all(map(operator.is_, schemas, tools)):
+            self._schemas = list(tools)
+            self._tools = orjson.dumps([_tool(schema) for schema in tools])
+        return self._tools
 
 
 def _tool(schema: ToolSchema) -> dict[str, Any]:
