@@ -226,51 +226,9 @@ class ScriptedModel(Model):
             )
         return turn[step_index]
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        import anyio  # not at the top: the script is read before initialize is answered
-
-        from ._model import (
-            ARGUMENTS_SHOWN,
-            Finish,
-            ReasoningDelta,
-            TextDelta,
-            ToolCallArguments,
-            ToolCallRequest,
-            ToolCallStart,
-            Usage,
-        )
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        from ._scripted_step import step_events  # not at the top: see the note on the imports
 
         # The loop says where the session is (prompts so far, model calls in this prompt); a
         # bare request is placed by the shape of its conversation instead.
-        step = self._step(request)
-        if step.get("delay_ms"):
-            await anyio.sleep(step["delay_ms"] / 1000)
-        if step.get("hang"):
-            await anyio.sleep_forever()
-        if "thought" in step:
-            yield ReasoningDelta(step["thought"])
-        text = step.get("text")
-        for chunk in [text] if isinstance(text, str) else text or ():
-            yield TextDelta(chunk)
-        calls = step.get("tool_calls") or ()
-        for call in calls:
-            pieces = call.get("arguments")
-            if isinstance(pieces, list):
-                yield ToolCallStart(call["id"], call["name"])
-                streamed = ""
-                for piece in pieces:
-                    if call.get("pause_ms"):
-                        await anyio.sleep(call["pause_ms"] / 1000)
-                    streamed += piece
-                    yield ToolCallArguments(call["id"], streamed[:ARGUMENTS_SHOWN])
-        for call in calls:
-            arguments = call.get("arguments", {})
-            if isinstance(arguments, list):
-                arguments = "".join(arguments)
-            elif not isinstance(arguments, str):
-                arguments = orjson.dumps(arguments).decode()
-            yield ToolCallRequest(id=call["id"], name=call["name"], arguments=arguments)
-        if "usage" in step:
-            usage = step["usage"]
-            yield Usage(usage["input"], usage["output"], usage.get("context_window"))
-        yield Finish("tool_calls" if calls else _FINISH[step.get("finish", "stop")])
+        return step_events(lambda: self._step(request))
