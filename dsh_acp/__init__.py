@@ -22,6 +22,8 @@ nothing more, so the agent's path to its ``initialize`` answer does not pay for 
 
 from __future__ import annotations
 
+from importlib import import_module
+
 # Not ``typing.TYPE_CHECKING``: importing ``typing`` would be this module's only cost. Type
 # checkers take any constant named ``TYPE_CHECKING`` as true.
 TYPE_CHECKING = False
@@ -150,7 +152,6 @@ if not TYPE_CHECKING:  # hidden from type checkers, which then know exactly the 
             home = _HOME.get(name)
             if home is None:
                 raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-            from importlib import import_module
 
             value = getattr(import_module(home), name)
         globals()[name] = value  # the next look-up is a plain one

@@ -61,7 +61,7 @@ class Agent:
     def methods(self) -> SessionMethods:
         """The handlers of every method but ``initialize``, built on first use."""
         if self._methods is None:
-            from ._session_methods import SessionMethods
+            from ._session_methods import SessionMethods  # not on the way to initialize
 
             assert self._connection is not None, "attach() a connection first"
             self._methods = SessionMethods(self.config, self._connection, self.background, self.profile)

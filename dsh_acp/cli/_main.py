@@ -20,6 +20,7 @@ _COMMANDS = ("tools", "login", "demo", "schema")
 
 
 def _run_command(name: str, argv: Sequence[str]) -> int:
+    # Each command's module loads for it alone: serving (the default) is the editor's start-up path.
     if name == "login":
         from dsh_acp.models._login import login_main
 
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ._greeting import greet  # someone typed the command: never on an editor's path
 
         greet(sys.stderr, config, launch.model)
-    from dsh_acp.launch._stdio import serve_stdio
+    from dsh_acp.launch._stdio import serve_stdio  # not with --listen, nor for a command
 
     return serve_stdio(config, max_message_bytes=config.max_message_bytes)
 

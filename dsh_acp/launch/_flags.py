@@ -225,6 +225,7 @@ def _listen_arguments(group: argparse._ArgumentGroup) -> None:
 def _user_tools(specs: Sequence[str], parser: argparse.ArgumentParser) -> Callable[[], list[Any]]:
     """The ``--tools`` modules, loaded now: a broken one is reported before anything is served
     (see ``_tool_modules``)."""
+    # The tools load after initialize (this module is on its path), --tools modules only if given.
     from ._tool_modules import ToolModuleError, load_tool_specs
 
     try:

@@ -177,7 +177,7 @@ class OpenAIModel(Model):
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Send the request and yield its events (deltas as they come; tool calls, usage and
         ``Finish`` once the stream is complete)."""
-        from ._http1 import HttpError
+        from ._http1 import HttpError  # the HTTP client: with the first request (test_openai)
 
         info = await self.server_info()
         body = self._encoder.encode(request, progress=info.progress)

@@ -113,7 +113,7 @@ def _check_step(step: Any, where: str, problems: list[str]) -> None:
 
 
 def _position(messages: Sequence[Message]) -> tuple[int, int]:
-    from ._model import AssistantMessage, UserMessage
+    from ._model import AssistantMessage, UserMessage  # after initialize: see stream
 
     turn = -1
     step = 0

@@ -161,6 +161,6 @@ def json_bytes(value: Any, option: int = 0) -> bytes:
     except TypeError as error:
         if "surrogates" not in str(error):
             raise
-        from dsh_tools import json_safe
+        from dsh_tools import json_safe  # rare: not loaded before initialize for it
 
         return orjson.dumps(json_safe(value), option=option)

@@ -15,6 +15,8 @@ from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Final, get_args
 
 from dsh_acp.models._model import ToolCallRequest
+from dsh_acp.permissions._rules import migrate_key
+from dsh_tools import ToolKind
 
 from ._events import (
     AssistantReply,
@@ -108,6 +110,7 @@ class BadEvent(ValueError):
 
 @functools.cache
 def _block_adapter() -> TypeAdapter[ContentBlock]:
+    # pydantic and the content blocks: with the first line that needs them, not for an idle session
     from pydantic import TypeAdapter
 
     from dsh_tools import ContentBlock
@@ -195,8 +198,6 @@ def _assistant(r: dict[str, Any]) -> AssistantReply:
 
 @functools.cache
 def _tool_kinds() -> frozenset[str]:
-    from dsh_tools import ToolKind
-
     return frozenset(get_args(ToolKind))
 
 
@@ -230,7 +231,6 @@ def _permission(r: dict[str, Any]) -> PermissionAnswered:
     match = r.get("match")
     if type(match) is not dict:
         # Format 1 logged early answers as a key string: the rule it now means, if any.
-        from dsh_acp.permissions._rules import migrate_key
 
         rule = migrate_key(r.get("key"))
         if rule is None:

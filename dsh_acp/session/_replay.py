@@ -23,6 +23,8 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, assert_never
 
+from pydantic import TypeAdapter, ValidationError
+
 from dsh_acp.models._history import CANCELLED_TEXT
 from dsh_acp.wire._bridge import CallInfo, RenderContext
 from dsh_acp.wire._dialect import Dialect, Update
@@ -35,7 +37,7 @@ from dsh_acp.wire._updates import (
     session_info_update,
     usage_update,
 )
-from dsh_tools import PlanView, TextBlock, ToolResult
+from dsh_tools import PlanView, TextBlock, ToolCallView, ToolResult, ToolResultView
 
 from ._events import (
     AssistantReply,
@@ -60,9 +62,7 @@ from ._events import (
 )
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
-
-    from dsh_tools import ToolCallView, ToolDefinition, ToolRegistry, ToolResultView
+    from dsh_tools import ToolDefinition, ToolRegistry
 
 __all__ = ["replay_updates", "restored_card"]
 
@@ -71,10 +71,6 @@ _log = logging.getLogger("dsh_acp.replay")
 
 @functools.cache
 def _adapters() -> tuple[TypeAdapter[ToolCallView], TypeAdapter[ToolResultView]]:
-    from pydantic import TypeAdapter
-
-    from dsh_tools import ToolCallView, ToolResultView
-
     return TypeAdapter(ToolCallView), TypeAdapter(ToolResultView)
 
 
@@ -82,7 +78,6 @@ def _logged_view(raw: dict[str, Any] | None, result: bool = False) -> Any:
     """The view the log kept (the tool is gone); ``None`` if it no longer validates."""
     if raw is None:
         return None
-    from pydantic import ValidationError
 
     try:
         return _adapters()[1 if result else 0].validate_python(raw)

@@ -53,7 +53,7 @@ def golden_tests(
     """A test of every scenario in ``folder`` against its golden, one case per scenario:
     ``test_wire = golden_tests("wire")`` in a test module. A relative ``folder`` is read beside
     the module that calls this (its ``__file__``). ``mode`` and ``pin_agent``: see ``GoldenCheck``."""
-    import pytest
+    import pytest  # the testing extra: see GoldenCheck
 
     folder = Path(folder)
     if not folder.is_absolute():

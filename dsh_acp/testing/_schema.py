@@ -124,7 +124,7 @@ class AcpSchema:
 
     @functools.cache  # noqa: B019 - one schema object per test session; caching per instance is the point
     def _validators(self, definition: str) -> list[Any]:
-        from jsonschema import Draft202012Validator
+        from jsonschema import Draft202012Validator  # the testing extra: only to check
 
         if definition not in self.official["$defs"]:
             raise KeyError(f"the ACP schema has no definition {definition!r}")
