@@ -18,8 +18,7 @@ from anyio.abc import TaskGroup
 from dsh_acp._config import AgentConfig, ModelChoice
 from dsh_acp._safe_text import visible
 from dsh_acp.loop._instructions import ProjectInstructions
-from dsh_acp.models._settings import SettingsError, default_config_path
-from dsh_acp.permissions._modes import PermissionState, mode_gate
+from dsh_acp.permissions._modes import PermissionState
 from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, RESOURCE_NOT_FOUND, RpcError, invalid_params
 from dsh_acp.session._events import ConfigChanged, SessionEvent
 from dsh_acp.session._memory import collector_paused, release_freed_memory
@@ -28,13 +27,15 @@ from dsh_acp.session._store import Redactor, SessionBusy, SessionStore, StoredSe
 from dsh_acp.wire._client_profile import ClientProfile
 from dsh_acp.wire._render_context import RenderContext
 from dsh_acp.wire._updates import AvailableCommandsUpdate, agent_message, notice
-from dsh_tools import Services, SessionTasks, ToolRegistry
-from dsh_tools.sandbox import CommandSandbox, sandbox_support
+from dsh_tools.sandbox import sandbox_support
 
 from ._session_params import SessionWhere
 
 if TYPE_CHECKING:
     from dsh_acp.wire._client_params import ForkSessionParams, LoadSessionParams
+    from dsh_tools import Services, ToolRegistry
+
+    from ._tool_side import SessionTools
 
 __all__ = ["SESSIONS_PAGE", "Replay", "SessionManager", "not_found"]
 
@@ -74,7 +75,7 @@ class SessionManager:
         """What the client can show, read from ``initialize`` (replaced if it initializes again)."""
         self.sessions: dict[str, Session] = {}
         self._state_dir = str(config.state_dir) if config.state_dir is not None else None
-        self._tools: ToolRegistry | None = None
+        self._tools: SessionTools | None = None
         self._tool_side = self._make_tool_side  # one bound method, shared by every session
         self._render: RenderContext | None = None
         self.store = (
@@ -86,33 +87,14 @@ class SessionManager:
         self._told_sandbox = False
 
     @property
-    def tools(self) -> ToolRegistry:
-        """The process-wide tools, made when a session first needs its tools (a prompt, MCP
+    def tools(self) -> SessionTools:
+        """The sessions' tools, made when a session first needs its tools (a prompt, MCP
         servers): the tool modules are not loaded for sessions that are never prompted."""
         if self._tools is None:
-            tools = ToolRegistry()
-            # The mode policy goes first so that it wraps every other policy (see _modes).
-            tools.on_pre_execute(mode_gate(tools, self._agent_folders()))
-            try:
-                # A --tools module that does not load stopped the command already (launch's
-                # _tool_modules); what is left is a configuration built in code, or a tool named
-                # like a reference tool.
-                for definition in self.config.tools() if self.config.tools else ():
-                    tools.register(definition)
-            except Exception as error:  # the user's tools, not the agent's code
-                message = " ".join(str(error).split())
-                raise RpcError(INTERNAL_ERROR, f"the tools could not be loaded: {message:.500}") from None
-            if self.config.configure_registry is not None:
-                self.config.configure_registry(tools)
-            self._tools = tools
-        return self._tools
+            from ._tool_side import SessionTools  # see _tool_side
 
-    def _agent_folders(self) -> tuple[str, ...]:
-        """The agent's own folders, where a tool call's card may not name a path unasked: the
-        configuration (the API key ``dsh-acp login`` keeps) and the state (session logs, the
-        approvals kept for projects)."""
-        state = (str(self.config.state_dir),) if self.config.state_dir is not None else ()
-        return (str(default_config_path().parent), *state)
+            self._tools = SessionTools(self.config, self.background, self.store)
+        return self._tools
 
     def get(self, session_id: str) -> Session:
         """The open session of this id, or the not-found error."""
@@ -148,6 +130,8 @@ class SessionManager:
         if problem is not None:
             raise RpcError(AUTH_REQUIRED, problem)
         if self.store is not None:  # the key may have been stored since start-up: never log it
+            from dsh_acp.models._settings import SettingsError  # loaded with a model's settings
+
             try:
                 settings = source.settings()
             except SettingsError:
@@ -184,23 +168,7 @@ class SessionManager:
         return render
 
     def _make_tool_side(self, session: Session) -> tuple[ToolRegistry, Services]:
-        """A session's tools (its layer over the process-wide ones) and what they reach, made
-        when the session first needs them."""
-        from ._tool_side import add_client_services, add_file_journal  # see _tool_side
-
-        # Tasks a tool leaves running (a background command) end with the session.
-        registry, services = self.tools.layer(), Services(session.permissions, SessionTasks(self.background))
-        services.add(registry, as_type=ToolRegistry)  # what the mode policy looks up
-        services.add(self._command_sandbox(session))
-        add_client_services(self.config, self.profile, self.tools, session, registry, services)
-        add_file_journal(self.store, session, services)
-        return registry, services
-
-    def _command_sandbox(self, session: Session) -> CommandSandbox:
-        """The session's sandbox for commands: its folders writable, the user's secret stores
-        and the agent's own config and state folders hidden."""
-        roots = (session.cwd, *session.additional_directories)
-        return CommandSandbox(sandbox_support(self.config.sandbox), roots, private_dirs=self._agent_folders())
+        return self.tools.layer(session, self.profile)
 
     async def _connect_mcp(self, session: Session) -> list[str]:
         """Start the session's MCP servers and register their tools in its layer; one line per

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
@@ -15,8 +16,10 @@ from dsh_acp.acp._agent import Agent
 from dsh_acp.acp._initialize import Handshake
 from dsh_acp.rpc._connection import Connection
 from dsh_acp.rpc._framing import DEFAULT_MAX_MESSAGE_BYTES
-from dsh_acp.rpc._prelude import PreludeEnd
 from dsh_acp.rpc._stdio import protocol_streams
+
+if TYPE_CHECKING:
+    from dsh_acp.rpc._prelude import PreludeEnd
 
 __all__ = ["serve", "serve_after_prelude"]
 
