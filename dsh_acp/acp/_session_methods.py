@@ -14,7 +14,6 @@ from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig
 from dsh_acp.models._auth import API_KEY_AUTH_METHOD, LOGIN_AUTH_METHOD, NO_MODEL_HELP
-from dsh_acp.models._settings import SettingsError
 from dsh_acp.rpc._connection import Connection, Reply
 from dsh_acp.rpc._errors import AUTH_REQUIRED, INTERNAL_ERROR, METHOD_NOT_FOUND, RpcError, invalid_params
 from dsh_acp.session._session import SessionIO
@@ -153,7 +152,9 @@ class SessionMethods:
         environment's: it stays, and the next session still finds it)."""
         source = self.config.model_source
         if source is not None and source.config_path is not None:  # else nothing is stored
-            from dsh_acp.models._login import remove_api_key  # the config file's writer: only here
+            # The config file's reader and writer: not for an idle session.
+            from dsh_acp.models._login import remove_api_key
+            from dsh_acp.models._settings import SettingsError
 
             try:
                 remove_api_key(source.config_path)
