@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from dsh_acp.permissions._modes import MODES, PermissionState, mode_gate
+from dsh_acp.permissions._mode_gate import mode_gate
+from dsh_acp.permissions._modes import MODES, PermissionState
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Allow,

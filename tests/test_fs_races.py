@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_acp.permissions._modes import PermissionState, mode_gate
+from dsh_acp.permissions._mode_gate import mode_gate
+from dsh_acp.permissions._modes import PermissionState
 from dsh_tools import Services, TextBlock, ToolExecution, ToolRegistry
 from reference_tools import register_fs_tools
 

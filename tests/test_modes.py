@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from dsh_acp import RpcError
-from dsh_acp.permissions._modes import PermissionState, mode_gate
+from dsh_acp.permissions._mode_gate import mode_gate
+from dsh_acp.permissions._modes import PermissionState
 from dsh_acp.testing import AcpClient, AcpSchema
 from dsh_tools import (
     Ask,

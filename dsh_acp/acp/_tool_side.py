@@ -13,7 +13,7 @@ from anyio.abc import TaskGroup
 
 from dsh_acp._config import AgentConfig
 from dsh_acp.models._settings import default_config_path
-from dsh_acp.permissions._modes import mode_gate
+from dsh_acp.permissions._mode_gate import mode_gate
 from dsh_acp.rpc._errors import INTERNAL_ERROR, RpcError
 from dsh_acp.session._file_journal import FileJournal, KeptFiles
 from dsh_acp.session._session import Session
@@ -49,7 +49,7 @@ class SessionTools:
 
     def _shared_tools(self) -> ToolRegistry:
         tools = ToolRegistry()
-        # The mode policy goes first so that it wraps every other policy (see _modes).
+        # The mode policy goes first so that it wraps every other policy (see _mode_gate).
         tools.on_pre_execute(mode_gate(tools, self.agent_folders))
         config = self.config
         try:
