@@ -101,7 +101,7 @@ BIG = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"' + b"x" 
 MALFORMED: list[tuple[str, bytes, tuple[Any, int] | None]] = [
     ("not json", b"this is not json\n", (None, -32700)),
     ("truncated json", b'{"jsonrpc":"2.0","id":1,\n', (None, -32700)),
-    ("invalid utf-8", b'{"jsonrpc":"2.0","id":1,"method":"\xff\xfe"}\n', (None, -32700)),
+    ("invalid utf-8", b'{"jsonrpc":"2.0","id":1,"method":"\xff\xfe"}\n', (1, -32700)),
     ("a number", b"42\n", (None, -32600)),
     ("a string", b'"hello"\n', (None, -32600)),
     ("null", b"null\n", (None, -32600)),
@@ -162,7 +162,7 @@ MALFORMED: list[tuple[str, bytes, tuple[Any, int] | None]] = [
         b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":5}}\n',
         None,
     ),
-    ("oversize line", BIG, (None, -32600)),
+    ("oversize line", BIG, (1, -32600)),  # its id is in what is read of it
     ("blank lines", b"\n\r\n   \n", None),
     ("CRLF request", b'{"jsonrpc":"2.0","id":20,"method":"nope"}\r\n', (20, -32601)),
 ]

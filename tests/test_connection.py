@@ -430,12 +430,16 @@ async def test_notification_finds_the_request_sent_in_the_previous_read() -> Non
 
 
 class ParseErrorResponse:
-    """Matches a -32700 response with id null; orjson's wording of the detail is not pinned."""
+    """Matches a -32700 response with this id (null by default); orjson's wording of the detail
+    is not pinned."""
+
+    def __init__(self, request_id: RequestId | None = None) -> None:
+        self.request_id = request_id
 
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, dict)
-            and other.get("id", ...) is None
+            and other.get("id", ...) == self.request_id
             and other.get("error", {}).get("code") == PARSE_ERROR
             and other["error"]["message"].startswith("Parse error: ")
             and "\n" not in other["error"]["message"]
@@ -465,9 +469,26 @@ MALFORMED: list[tuple[str, bytes, Any]] = [
     (
         "invalid utf-8",
         b'{"jsonrpc":"2.0","id":1,"method":"\xff"}\n',
-        err(None, PARSE_ERROR, "Parse error: invalid UTF-8"),
+        err(1, PARSE_ERROR, "Parse error: invalid UTF-8"),  # the id is read all the same
     ),
+    (
+        "invalid utf-8 before the id",
+        b'{"jsonrpc":"2.0","method":"\xff","id":1}\n',
+        err(1, PARSE_ERROR, "Parse error: invalid UTF-8"),
+    ),
+    ("broken after the id", b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{}\n', ParseErrorResponse(2)),
+    ("broken before the method", b'{"jsonrpc":"2.0","id":2,"params":{]\n', ParseErrorResponse()),
     ("oversize", b'"' + b"x" * 2000 + b'"\n', invalid(None, "message exceeds 1024 bytes")),
+    (
+        "oversize request",
+        b'{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":"' + b"x" * 2000 + b'"}}\n',
+        invalid(4, "message exceeds 1024 bytes"),
+    ),
+    (
+        "oversize with the id past what is read of it",
+        b'{"jsonrpc":"2.0","method":"ping","params":{"x":"' + b"x" * 70_000 + b'"},"id":4}\n',
+        invalid(None, "message exceeds 1024 bytes"),
+    ),
     ("empty batch", b"[]\n", BATCH),
     (
         "batch",
@@ -564,6 +585,66 @@ async def test_malformed_split_into_bytes() -> None:
         assert await peer.receive() == ParseErrorResponse()
         assert await peer.receive() == invalid(None, "message exceeds 1024 bytes")
         assert await peer.receive() == PONG
+
+
+UNACCEPTABLE_ANSWERS = {
+    "jsonrpc 1.0": (b'{"jsonrpc":"1.0","id":0,"result":1}\n', JSONRPC),
+    "result and error": (
+        b'{"jsonrpc":"2.0","id":0,"result":1,"error":{"code":1,"message":"m"}}\n',
+        'a response has either "result" or "error"',
+    ),
+    "error code a string": (b'{"jsonrpc":"2.0","id":0,"error":{"code":"x","message":"m"}}\n', BAD_ERROR),
+    "lone surrogate": (b'{"jsonrpc":"2.0","id":0,"result":"\\ud800"}\n', "Parse error: "),
+    "invalid utf-8": (b'{"jsonrpc":"2.0","id":0,"result":"\xff"}\n', "Parse error: invalid UTF-8"),
+    "broken json": (b'{"jsonrpc":"2.0","id":0,"result":{"a":}}\n', "Parse error: "),
+    "oversize": (
+        b'{"jsonrpc":"2.0","id":0,"result":"' + b"x" * 3000 + b'"}\n',
+        "message exceeds 1024 bytes",
+    ),
+    "oversize error": (
+        b'{"id":0,"jsonrpc":"2.0","error":{"code":1,"message":"' + b"x" * 3000 + b'"}}\n',
+        "message exceeds 1024 bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(UNACCEPTABLE_ANSWERS))
+async def test_an_answer_that_cannot_be_accepted_fails_our_request_at_once(case: str) -> None:
+    line, reason = UNACCEPTABLE_ANSWERS[case]
+    async with serving(Dispatch(), max_message_bytes=1024) as (connection, peer):
+
+        async def ask() -> None:
+            with pytest.raises(RpcError) as caught:
+                await connection.request("fs/read_text_file", {"path": "/a"})
+            assert caught.value.message.startswith("the answer could not be accepted (")
+            assert reason in caught.value.message
+
+        with anyio.fail_after(5):  # not failed, the request would wait for ever
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                assert (await peer.receive())["id"] == 0
+                for i in range(0, len(line), 700):  # an oversize line is seen before its end
+                    await peer.send_raw(line[i : i + 700])
+            answer = await peer.receive()  # the peer is told, under no id
+        assert answer["id"] is None
+        assert answer["error"]["code"] in (INVALID_REQUEST, PARSE_ERROR)
+
+
+async def test_a_request_of_the_peers_with_our_id_never_fails_ours() -> None:
+    async with serving(Dispatch(), max_message_bytes=1024) as (connection, peer):
+
+        async def ask() -> None:
+            assert await connection.request("fs/read_text_file", {"path": "/a"}) == {"content": "a"}
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                assert (await peer.receive())["id"] == 0
+                # The peer's own request 0, over the limit, with a result member: still a request.
+                request = b'{"jsonrpc":"2.0","id":0,"method":"x","result":"' + b"x" * 3000 + b'"}\n'
+                await peer.send_raw(request)
+                assert await peer.receive() == invalid(0, "message exceeds 1024 bytes")
+                await peer.send({"jsonrpc": "2.0", "id": 0, "result": {"content": "a"}})
 
 
 async def test_duplicate_id_in_flight_is_rejected() -> None:

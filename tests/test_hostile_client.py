@@ -212,3 +212,102 @@ async def test_nul_bytes_are_binary_whoever_serves_the_file(
     assert "data.bin cannot be read as text: binary file" in log
     assert "looks like text" not in log
     client.assert_valid()
+
+
+def _answer_raw(
+    get_client: Callable[[], AcpClient], method: str, answer: Callable[[int], bytes]
+) -> Callable[[str, Any], Awaitable[Any] | None]:
+    """A client that answers ``method`` with ``answer(request id)``, written as it is, straight to
+    the agent's stdin (not through the kit, which would read and keep it), and nothing else."""
+
+    def hook(called: str, params: Any) -> Awaitable[Any] | None:
+        if called != method:
+            return None
+
+        async def write() -> Any:
+            client = get_client()
+            (request,) = [
+                line.message
+                for line in client.lines
+                if line.direction == "agent" and isinstance(line.message, dict)
+                if line.message.get("method") == method
+            ][-1:]
+            assert client.process is not None
+            assert client.process.stdin is not None
+            await client.process.stdin.send(answer(request["id"]))
+            await anyio.sleep_forever()
+
+        return write()
+
+    return hook
+
+
+READ = {"id": "r", "name": "read", "arguments": {"file_path": "notes.txt"}}
+UNACCEPTABLE = {
+    "bad-error-object": lambda n: b'{"jsonrpc":"2.0","id":%d,"error":{"code":"x","message":5}}\n' % n,
+    "result-and-error": (
+        lambda n: (
+            b'{"jsonrpc":"2.0","id":%d,"result":{"content":"hi"},"error":{"code":1,"message":"m"}}\n' % n
+        )
+    ),
+    "bad-jsonrpc": lambda n: b'{"jsonrpc":"1.0","id":%d,"result":{"content":"hi"}}\n' % n,
+    "lone-surrogate": lambda n: b'{"jsonrpc":"2.0","id":%d,"result":{"content":"\\ud800"}}\n' % n,
+    "broken-json": lambda n: b'{"jsonrpc":"2.0","id":%d,"result":{"content":"hi}\n' % n,
+    "over-the-limit": lambda n: (
+        b'{"jsonrpc":"2.0","id":%d,"result":{"content":"%s"}}\n' % (n, b"x" * (2 << 20))
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(UNACCEPTABLE), ids=list(UNACCEPTABLE))
+async def test_an_answer_the_agent_cannot_accept_fails_its_request_at_once(
+    acp_schema: AcpSchema, tmp_path: Path, case: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("hi\n")
+    state = tmp_path / "state"
+    path = tmp_path / "model.json"
+    path.write_text(
+        json.dumps({"turns": [[{"tool_calls": [READ]}, {"text": "ok"}], [{"text": "still here"}]]})
+    )
+    args = ["--model", f"script:{path}", "--state-dir", str(state), "--max-message-bytes", str(1 << 20)]
+    hook = _answer_raw(lambda: client, "fs/read_text_file", UNACCEPTABLE[case])
+    async with AcpClient.subprocess(args, schema=acp_schema, on_agent_request=hook) as client:
+        await client.initialize(TOAD)
+        sid = await client.new_session(str(tmp_path))
+        with anyio.fail_after(10):  # no bound of the agent's own: the answer fails the request
+            assert await client.prompt(sid, "read it") == {"stopReason": "end_turn"}
+            assert await client.prompt(sid, "still there?") == {"stopReason": "end_turn"}
+    last = [u for u in client.updates(sid) if u.get("toolCallId") == "r"][-1]
+    assert last["status"] == "failed"
+    log = _log_text(state)
+    assert "the answer could not be accepted (" in json.dumps(last)
+    assert "notes.txt: the answer could not be accepted (" in log  # what the model was told
+    assert "still here" in log
+    client.assert_valid()
+
+
+async def test_terminal_output_over_the_message_limit_ends_the_command(
+    acp_schema: AcpSchema, tmp_path: Path
+) -> None:
+    call = {"id": "t", "name": "bash", "arguments": {"command": "echo hi", "description": "d"}}
+    state = tmp_path / "state"
+    args = ["--model", _script(tmp_path, [{"tool_calls": [call]}, {"text": "ok"}]), "--mode", "bypass"]
+    huge = b"x" * (100 << 20)  # over the agent's default limit, 32 MiB
+
+    def answer(n: int) -> bytes:
+        return b'{"jsonrpc":"2.0","id":%d,"result":{"output":"%s","truncated":false}}\n' % (n, huge)
+
+    hook = _answer_raw(lambda: client, "terminal/output", answer)
+    async with AcpClient.subprocess(
+        [*args, "--state-dir", str(state)], schema=acp_schema, on_agent_request=hook
+    ) as client:
+        await client.initialize(TOAD)
+        sid = await client.new_session(str(tmp_path))
+        with anyio.fail_after(15):  # no timeout of the command's: the answer fails the request
+            assert await client.prompt(sid, "run") == {"stopReason": "end_turn"}
+    last = [u for u in client.updates(sid) if u.get("toolCallId") == "t"][-1]
+    assert last["status"] in ("completed", "failed")
+    log = _log_text(state)
+    assert "the answer could not be accepted (message exceeds" in log  # what the model was told
+    assert len(log) < 64_000
+    client.assert_valid()

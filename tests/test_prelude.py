@@ -262,7 +262,7 @@ def test_errors_before_the_first_initialize_are_the_connections(tmp_path: Path) 
     data = over + init(2, protocolVersion=-1) + init(3)
     got = answers(agent(tmp_path, "--max-message-bytes", "200"), data)
     assert [(m["id"], m.get("error", {}).get("code")) for m in got] == [
-        (None, -32600),
+        (1, -32600),  # over the limit, but its id could be read: the error is its answer
         (2, -32602),
         (3, None),
     ]

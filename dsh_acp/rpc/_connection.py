@@ -280,7 +280,7 @@ class Connection:
 
     def _on_frame(self, frame: Frame) -> None:
         if isinstance(frame, FrameError):
-            self._reply(error_bytes(None, frame.code, frame.message))
+            self._on_broken(frame)
             return
         message = frame.value
         if type(message) is not dict:
@@ -296,6 +296,18 @@ class Connection:
                 self._reply(invalid)
         else:
             self._reply_invalid(_usable_id(message), "not a request, notification or response")
+
+    def _on_broken(self, frame: FrameError) -> None:
+        """A line that could not be read whole: answered with the error, under its id when its
+        start names a request of the peer's (not one already running: that id is taken); an
+        answer to a request of ours fails that request at once, with the reason."""
+        request_id = frame.request_id
+        if frame.response:
+            self._requests.refuse(request_id, frame.code, frame.message.removeprefix("Invalid request: "))
+            request_id = None  # the peer's id on our error would read as the answer to its own request
+        elif request_id is not None and self._requests.running(request_id):
+            request_id = None
+        self._reply(error_bytes(request_id, frame.code, frame.message))
 
     def _on_call(self, message: dict[str, Any], method: Any) -> None:
         request_id = message.get("id", _MISSING)

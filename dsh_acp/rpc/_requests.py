@@ -120,17 +120,27 @@ class Requests:
             waiter.done.set()
         self._outgoing.clear()
 
+    def refuse(self, request_id: Any, code: int, reason: str) -> None:
+        """The peer answered a request of ours with what cannot be accepted (``reason``): if the
+        id names one still waiting, it fails at once with ``RpcError(code)`` saying why; it
+        would otherwise wait for an answer that will not come."""
+        waiter = self._outgoing.pop(request_id, None) if type(request_id) is int else None
+        if waiter is None:
+            if type(request_id) is int:
+                self._withdrawn.pop(request_id, None)
+            return
+        waiter.error = RpcError(code, f"the answer could not be accepted ({reason})")
+        waiter.done.set()
+
     def on_response(self, message: dict[str, Any]) -> bytes | None:
         """Deliver a response to the request it answers; the error to reply with if it is invalid."""
         request_id = message.get("id", _MISSING)
-        if message.get("jsonrpc") != "2.0":
+        invalid = _invalid_response(message)
+        if invalid is not None:
+            self.refuse(request_id, INVALID_REQUEST, invalid)
             # Never answered with the peer's id: that would read as the answer to its own request.
-            return invalid_bytes(None, '"jsonrpc" must be "2.0"')
-        if "result" in message and "error" in message:
-            return invalid_bytes(None, 'a response has either "result" or "error"')
+            return invalid_bytes(None, invalid)
         error = message.get("error")
-        if "error" in message and not _is_error_object(error):
-            return invalid_bytes(None, '"error" must be an object with integer "code" and string "message"')
         if request_id is None and error is not None:
             logger.warning("peer reported an error: %s", brief(error))
             return None
@@ -234,6 +244,17 @@ def discard_unstarted(awaitable: Awaitable[Any]) -> None:
     # A coroutine cancelled before its first step would warn "never awaited" when collected.
     if iscoroutine(awaitable) and getcoroutinestate(awaitable) == CORO_CREATED:
         awaitable.close()
+
+
+def _invalid_response(message: dict[str, Any]) -> str | None:
+    """Why a response cannot be accepted, or ``None``."""
+    if message.get("jsonrpc") != "2.0":
+        return '"jsonrpc" must be "2.0"'
+    if "result" in message and "error" in message:
+        return 'a response has either "result" or "error"'
+    if "error" in message and not _is_error_object(message["error"]):
+        return '"error" must be an object with integer "code" and string "message"'
+    return None
 
 
 def _is_error_object(error: Any) -> bool:
