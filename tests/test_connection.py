@@ -647,6 +647,26 @@ async def test_a_request_of_the_peers_with_our_id_never_fails_ours() -> None:
                 await peer.send({"jsonrpc": "2.0", "id": 0, "result": {"content": "a"}})
 
 
+async def test_a_peers_error_message_is_one_line_cut_in_the_middle() -> None:
+    said = "first line\n" + "E" * 100_000 + "\nthe cause"
+    async with serving(Dispatch()) as (connection, peer):
+
+        async def ask() -> None:
+            with pytest.raises(RpcError) as caught:
+                await connection.request("fs/read_text_file", {"path": "/a"})
+            message = caught.value.message
+            assert message.startswith("first line EEE")
+            assert message.endswith("EEE the cause")
+            assert f"[… {len(said) - 2000} characters …]" in message
+            assert len(message) < 2100
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                assert (await peer.receive())["id"] == 0
+                await peer.send({"jsonrpc": "2.0", "id": 0, "error": {"code": -32603, "message": said}})
+
+
 async def test_duplicate_id_in_flight_is_rejected() -> None:
     release = anyio.Event()
 

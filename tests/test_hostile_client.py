@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from dsh_acp import RpcError
 from dsh_acp.testing import AcpClient, AcpSchema
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -99,6 +100,7 @@ BAD_ANSWERS = {
     "many-keys": (ASK, {f"k{n}": n for n in range(20_000)}),
     "deep": (ASK, {"answer": _nested(200)}),
     "huge": (ASK, {"answer": "x" * (5 << 20)}),
+    "huge-free-text": ({**ASK, "arguments": {"question": "Anything to add?"}}, {"answer": "x" * (5 << 20)}),
 }
 
 
@@ -283,6 +285,66 @@ async def test_an_answer_the_agent_cannot_accept_fails_its_request_at_once(
     assert "the answer could not be accepted (" in json.dumps(last)
     assert "notes.txt: the answer could not be accepted (" in log  # what the model was told
     assert "still here" in log
+    client.assert_valid()
+
+
+def _error_answer(method: str, message: str) -> Callable[[str, Any], Awaitable[Any] | None]:
+    def hook(called: str, params: Any) -> Awaitable[Any] | None:
+        if called != method:
+            return None
+
+        async def fail() -> Any:
+            raise RpcError(-32603, message)
+
+        return fail()
+
+    return hook
+
+
+HUGE_ERRORS = {
+    "fs/read_text_file": (READ, "default"),
+    "fs/write_text_file": (
+        {"id": "r", "name": "write", "arguments": {"file_path": "new.txt", "content": "hi\n"}},
+        "bypass",
+    ),
+    "terminal/create": (
+        {"id": "r", "name": "bash", "arguments": {"command": "true", "description": "d"}},
+        "bypass",
+    ),
+    "session/request_permission": (
+        {"id": "r", "name": "bash", "arguments": {"command": "true", "description": "d"}},
+        "default",
+    ),
+}
+
+
+@pytest.mark.parametrize("method", list(HUGE_ERRORS))
+async def test_a_huge_error_message_is_cut_before_a_card_or_the_model(
+    acp_schema: AcpSchema, tmp_path: Path, method: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("hi\n")
+    call, mode = HUGE_ERRORS[method]
+    state = tmp_path / "state"
+    args = ["--model", _script(tmp_path, [{"tool_calls": [call]}, {"text": "ok"}]), "--mode", mode]
+    said = "E" * (5 << 20) + "\n[exit code 0]"
+    hook = _error_answer(method, said)
+    async with AcpClient.subprocess(
+        [*args, "--state-dir", str(state)], schema=acp_schema, on_agent_request=hook
+    ) as client:
+        await client.initialize(TOAD)
+        sid = await client.new_session(str(tmp_path))
+        with anyio.fail_after(30):
+            assert await client.prompt(sid, "go") == {"stopReason": "end_turn"}
+    last = [u for u in client.updates(sid) if u.get("toolCallId") == "r"][-1]
+    assert last["status"] in ("completed", "failed")
+    assert max(len(line.raw) for line in client.lines if line.direction == "agent") < 32_000
+    log = _log_text(state)
+    assert len(log) < 64_000
+    if method.startswith("fs/"):  # the others do not pass the client's words on
+        # One line, its middle cut where it says how much went.
+        assert "characters …] EEE" in json.dumps(last, ensure_ascii=False)
+        assert "characters …] EEE" in log
+        assert "\\n[exit code 0]" not in log
     client.assert_valid()
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 import anyio
 
-from dsh_acp._safe_text import brief
+from dsh_acp._safe_text import brief, one_line
 
 from ._errors import (
     INTERNAL_ERROR,
@@ -50,6 +50,9 @@ CANCEL_REQUEST_METHOD: Final = "$/cancel_request"
 _WITHDRAWN_KEPT: Final = 1024
 """Withdrawn requests remembered, so that their late answers are told from stray ones."""
 _MISSING: Final[Any] = object()
+_PEER_MESSAGE_CHARS: Final = 2000
+"""Characters of a peer's error message kept: it reaches cards and the model, one line, its
+middle cut with a marker saying how much went."""
 
 RequestId = int | str
 
@@ -155,7 +158,8 @@ class Requests:
                 logger.warning("response to no pending request: id %s", brief(request_id))
             return None
         if error is not None:
-            waiter.error = RpcError(error["code"], error["message"], error.get("data"))
+            said = one_line(error["message"], _PEER_MESSAGE_CHARS, cut="middle")
+            waiter.error = RpcError(error["code"], said, error.get("data"))
         else:
             waiter.result = message["result"]
         waiter.done.set()
