@@ -22,7 +22,6 @@ this decides what it can touch once it does: neither is trusted to do the other'
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -363,5 +362,7 @@ class CommandSandbox:
     def close(self) -> None:
         """Remove the private temporary folder (the session is closing)."""
         if self._tmpdir is not None:
+            import shutil  # not at the top: with its archive modules it weighs on an idle agent
+
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None

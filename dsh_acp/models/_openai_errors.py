@@ -4,7 +4,6 @@ and the prompt's size, and the wait a server asks for before a retry."""
 
 from __future__ import annotations
 
-import email.utils
 import os
 import re
 import socket
@@ -136,6 +135,10 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         return max(float(value), 0.0)
     except ValueError:
         pass
+    # Not at the top: the email package weighs on an idle agent (bench_agent's idle RSS), and a
+    # date here is rare.
+    import email.utils
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -14,9 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote, urlsplit
-from urllib.request import getproxies, proxy_bypass
-
-import certifi
 
 if TYPE_CHECKING:
     from ._http1 import Response
@@ -114,6 +111,7 @@ def tls_context() -> ssl.SSLContext:
         return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
     if os.environ.get("SSL_CERT_DIR"):
         return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    import certifi  # with importlib.resources: not carried by an agent whose model speaks http:
 
     return ssl.create_default_context(cafile=certifi.where())
 
@@ -139,6 +137,10 @@ def route_from_env(base_url: str, headers: dict[str, str]) -> Route:
     The proxy's credentials go to the proxy alone: on the request itself when it is forwarded,
     on the CONNECT when it is tunnelled (which carries nothing of the request's headers, so the
     API key never reaches the proxy)."""
+    # Not at the top: urllib.request brings http.client and the email package, which weigh on
+    # an idle agent (bench_agent's idle RSS); this runs once, at the first request.
+    from urllib.request import getproxies, proxy_bypass
+
     parts = urlsplit(base_url)
     entries = _netrc()
     found = getproxies().get(parts.scheme) if parts.hostname and not proxy_bypass(parts.hostname) else None

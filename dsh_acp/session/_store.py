@@ -27,7 +27,6 @@ import errno
 import logging
 import os
 import re
-import shutil
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -433,6 +432,8 @@ class SessionStore:
             os.unlink(self._listing_path(session_id))
         except OSError:
             pass  # none was written, or it goes with the folder
+        import shutil  # not at the top: with its archive modules it weighs on an idle agent
+
         shutil.rmtree(self.kept_folder(session_id), ignore_errors=True)
 
     def read(self, session_id: str) -> LogStream:
