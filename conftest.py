@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,14 @@ from dsh_acp.testing._schema_source import ACP_SDK_PACKAGE, ACP_SDK_VERSION, SCH
 # measured by the benches, not by tests.
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+# The suite starts several hundred agents. Where bytecode caching is switched off, each would
+# compile every module again: its children keep their bytecode in a folder of the suite's own
+# (outside the checkout), for every run and worker to reuse.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    os.environ.setdefault(
+        "PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), f"dsh-acp-tests-bytecode-{os.getuid()}")
+    )
 
 CLIENT_DIR = Path(__file__).parent / "tests" / "client"
 SDK_DIR = CLIENT_DIR / "node_modules" / ACP_SDK_PACKAGE
