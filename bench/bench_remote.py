@@ -43,13 +43,13 @@ AGENT = """
 import sys, time
 from pathlib import Path
 import anyio
-from dsh_acp import AgentConfig, Finish, ModelChoice, TextDelta, serve_stdio
+from dsh_acp import AgentConfig, Finish, Model, ModelChoice, TextDelta, serve_stdio
 from dsh_acp.launch._listen import ListenOptions
 
 COUNT, INTERVAL = int(sys.argv[3]), float(sys.argv[4]) / 1000
 
 
-class Clock:
+class Clock(Model):
     name = "clock"
     accepts_images = False
 
