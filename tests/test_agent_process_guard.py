@@ -177,7 +177,8 @@ async def test_processes_that_left_the_group_die_with_the_call_or_the_agent(tmp_
 
 
 async def test_processes_that_left_the_group_die_when_the_call_times_out(tmp_path: Path) -> None:
-    async with agent_running(tmp_path, ESCAPEES + "sleep 1000", timeout_ms=1500) as (agent, _, prompt):
+    # The bound must leave the four escapees time to start and write their pids on a loaded machine.
+    async with agent_running(tmp_path, ESCAPEES + "sleep 1000", timeout_ms=3000) as (agent, _, prompt):
         pidfds = await escapees_started(tmp_path)
         await agent.answer(prompt)
         await assert_all_exit(pidfds)
