@@ -123,7 +123,8 @@ async def test_commands_cannot_read_the_agents_secrets(tmp_path: Path) -> None:
 
 
 ESCAPEES = (
-    'setsid sleep 1000 & echo "session $!" >> pids; '  # a new session
+    # A new session; it writes its own pid once in it ($! could be read before setsid ran).
+    "setsid sh -c 'echo \"session $$\" >> pids; exec sleep 1000' & "
     '( (sleep 1000 & echo "orphan $!" >> pids) & ); '  # a double fork: re-parented, same group
     "(setsid sh -c 'sleep 1000 & echo \"both $!\" >> pids' &); "  # a new session, its parent gone
     'echo "leader $$" >> pids; '
